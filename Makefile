@@ -1,0 +1,34 @@
+# distseq: unique integer ids across PostgreSQL servers
+EXTENSION = distseq
+MODULE_big = distseq
+OBJS = \
+	src/distseq.o \
+	src/shmem.o \
+	src/pool.o \
+	src/nextval.o \
+	src/sequence.o \
+	src/catalog.o \
+	src/status.o \
+	src/worker.o
+
+DATA = distseq--1.0.sql
+PGFILEDESC = "distseq - distributed integer sequences"
+
+PG_CPPFLAGS = -I$(srcdir)/src
+PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -Wno-missing-field-initializers
+
+REGRESS = distseq_basic distseq_errors
+REGRESS_OPTS = --temp-config=$(srcdir)/test/distseq.conf --temp-instance=./tmp_check
+
+ISOLATION = concurrent_refill rollback_refill drop_recreate
+ISOLATION_OPTS = --temp-config=$(srcdir)/test/distseq.conf --temp-instance=./tmp_check_iso \
+	--inputdir=$(srcdir)/test --outputdir=./output_iso
+
+TAP_TESTS = 1
+PROVE_TESTS = test/t/*.pl
+
+EXTRA_CLEAN = tmp_check tmp_check_iso output_iso results regression.diffs regression.out log
+
+PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)

@@ -1,0 +1,448 @@
+/*-------------------------------------------------------------------------
+ *
+ * catalog.c
+ *	  Access to distseq's catalog tables (distseq_sequences and the hi-lo
+ *	  windows in distseq_windows), all through SPI.
+ *
+ * Two kinds of callers use this file:
+ *	- user backends, in the caller's transaction, only to read a sequence's
+ *	  definition or to create and drop sequences;
+ *	- the refill worker, in transactions of its own, to reserve segments
+ *	  and to write unused ones back.  Reservations are never made in a
+ *	  user's transaction: a rollback there would give back values that are
+ *	  already in use.
+ *
+ * User backends read the tables as the bootstrap superuser with a safe
+ * search_path (catalog_enter/catalog_leave), since the tables are not
+ * readable by PUBLIC and the queries must not resolve to user objects.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "distseq.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/indexing.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_extension.h"
+#include "catalog/pg_type.h"
+#include "commands/dbcommands.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/guc.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+
+typedef struct CatalogContext
+{
+	Oid			save_userid;
+	int			save_sec_context;
+	int			save_nestlevel;
+} CatalogContext;
+
+static void
+catalog_enter(CatalogContext *cxt)
+{
+	GetUserIdAndSecContext(&cxt->save_userid, &cxt->save_sec_context);
+	SetUserIdAndSecContext(BOOTSTRAP_SUPERUSERID,
+						   cxt->save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	cxt->save_nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+}
+
+static void
+catalog_leave(CatalogContext *cxt)
+{
+	SPI_finish();
+	AtEOXact_GUC(true, cxt->save_nestlevel);
+	SetUserIdAndSecContext(cxt->save_userid, cxt->save_sec_context);
+}
+
+/* The quoted name of the schema the extension's tables live in */
+const char *
+distseq_catalog_schema(void)
+{
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	Oid			nspid = InvalidOid;
+	char	   *nspname;
+
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber,
+				F_NAMEEQ, CStringGetDatum("distseq"));
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+		nspid = ((Form_pg_extension) GETSTRUCT(tup))->extnamespace;
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+
+	if (!OidIsValid(nspid) || (nspname = get_namespace_name(nspid)) == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("extension \"distseq\" is not installed in database \"%s\"",
+						get_database_name(MyDatabaseId)),
+				 errhint("Run CREATE EXTENSION distseq.")));
+	return quote_identifier(nspname);
+}
+
+/* Run a statement with text/int8 arguments; returns SPI_processed */
+static uint64
+catalog_exec(const char *sql, int nargs, Oid *types, Datum *values, int expect)
+{
+	int			rc;
+
+	rc = SPI_execute_with_args(sql, nargs, types, values, NULL, false, 0);
+	if (rc != expect)
+		elog(ERROR, "distseq: SPI_execute_with_args failed (%d): %s", rc, sql);
+	return SPI_processed;
+}
+
+static int64
+catalog_get_int8(int row, int col)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc,
+								  col, &isnull);
+
+	return isnull ? 0 : DatumGetInt64(d);
+}
+
+/*
+ * Read a sequence's definition by name, in the caller's transaction.
+ * Returns false when there is no such sequence.
+ */
+bool
+distseq_catalog_lookup(const char *name, DistseqDef *def)
+{
+	CatalogContext cxt;
+	const char *schema = distseq_catalog_schema();
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1];
+	bool		found;
+
+	values[0] = CStringGetTextDatum(name);
+	catalog_enter(&cxt);
+	found = catalog_exec(psprintf("SELECT seqrel::oid::int8, generation, block_size::int8, max_value"
+								  " FROM %s.distseq_sequences WHERE sequence_name = $1",
+								  schema),
+						 1, types, values, SPI_OK_SELECT) == 1;
+	if (found)
+	{
+		def->relid = (Oid) catalog_get_int8(0, 1);
+		def->gen = (uint64) catalog_get_int8(0, 2);
+		def->block_size = (int32) catalog_get_int8(0, 3);
+		def->max_value = catalog_get_int8(0, 4);
+	}
+	catalog_leave(&cxt);
+	return found;
+}
+
+/*
+ * Keep at least min_open_windows open windows, each new one above the
+ * highest window the sequence ever had.  Needs an SPI connection.
+ */
+static void
+catalog_ensure_windows(const char *schema, const char *name, int64 window_size,
+					   int64 min_open, int64 start_value, int64 max_value)
+{
+	Oid			types[3] = {TEXTOID, INT8OID, INT8OID};
+	Datum		values[3];
+	int64		open;
+	int64		top;
+
+	values[0] = CStringGetTextDatum(name);
+	catalog_exec(psprintf("SELECT count(*) FILTER (WHERE next_hi < window_end),"
+						  " COALESCE(max(window_end), $2)"
+						  " FROM %s.distseq_windows WHERE sequence_name = $1",
+						  schema),
+				 2, types, (Datum[]) {values[0], Int64GetDatum(start_value)},
+				 SPI_OK_SELECT);
+	open = catalog_get_int8(0, 1);
+	top = catalog_get_int8(0, 2);
+
+	while (open < min_open && top <= max_value)
+	{
+		int64		end = top + Min(window_size, max_value - top + 1);
+
+		values[1] = Int64GetDatum(top);
+		values[2] = Int64GetDatum(end);
+		catalog_exec(psprintf("INSERT INTO %s.distseq_windows"
+							  " (sequence_name, window_start, window_end, next_hi)"
+							  " VALUES ($1, $2, $3, $2)", schema),
+					 3, types, values, SPI_OK_INSERT);
+		open++;
+		top = end;
+	}
+}
+
+/*
+ * Reserve up to "count" values of a sequence from its first open window, in
+ * the worker's own transaction (the caller starts and commits it).  On the
+ * first reservation since the server started ("account"), values that were
+ * reserved but neither issued, released nor counted lost were in pools when
+ * the server crashed: count them as lost.  *issued and *lost come in as
+ * the entry's totals and go out as what the catalog now holds.
+ *
+ * Returns an empty range when the sequence has no value left.
+ */
+DistseqRange
+distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
+						int64 *issued, int64 *lost)
+{
+	const char *schema = distseq_catalog_schema();
+	Oid			types[4] = {INT8OID, INT8OID, INT8OID, INT8OID};
+	Datum		values[4];
+	char	   *name;
+	int64		window_size,
+				min_open,
+				start_value,
+				max_value;
+	DistseqRange r = {0, 0};
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+
+	/* the row lock orders us against distseq_drop and friends */
+	values[0] = Int64GetDatum((int64) relid);
+	if (catalog_exec(psprintf("SELECT sequence_name, generation, window_size,"
+							  " min_open_windows::int8, start_value, max_value,"
+							  " values_reserved - values_released - values_issued - values_lost,"
+							  " values_issued, values_lost"
+							  " FROM %s.distseq_sequences WHERE seqrel = $1::oid"
+							  " FOR NO KEY UPDATE", schema),
+					 1, types, values, SPI_OK_SELECT) != 1 ||
+		(uint64) catalog_get_int8(0, 2) != gen)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("distseq sequence with relation %u no longer exists", relid)));
+	name = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	window_size = catalog_get_int8(0, 3);
+	min_open = catalog_get_int8(0, 4);
+	start_value = catalog_get_int8(0, 5);
+	max_value = catalog_get_int8(0, 6);
+	if (account)
+	{
+		*issued = catalog_get_int8(0, 8);
+		*lost = catalog_get_int8(0, 9) + Max(catalog_get_int8(0, 7), 0);
+	}
+
+	catalog_ensure_windows(schema, name, window_size, min_open,
+						   start_value, max_value);
+
+	types[0] = TEXTOID;
+	values[0] = CStringGetTextDatum(name);
+	if (catalog_exec(psprintf("SELECT window_start, next_hi, window_end"
+							  " FROM %s.distseq_windows"
+							  " WHERE sequence_name = $1 AND next_hi < window_end"
+							  " ORDER BY window_start LIMIT 1"
+							  " FOR UPDATE SKIP LOCKED", schema),
+					 1, types, values, SPI_OK_SELECT) == 1)
+	{
+		int64		window_start = catalog_get_int8(0, 1);
+
+		r.lo = catalog_get_int8(0, 2);
+		r.hi = r.lo + Min(count, catalog_get_int8(0, 3) - r.lo);
+		values[1] = Int64GetDatum(window_start);
+		values[2] = Int64GetDatum(r.hi);
+		catalog_exec(psprintf("UPDATE %s.distseq_windows SET next_hi = $3"
+							  " WHERE sequence_name = $1 AND window_start = $2",
+							  schema),
+					 3, types, values, SPI_OK_UPDATE);
+
+		/* the reservation may have closed a window: open the next one */
+		catalog_ensure_windows(schema, name, window_size, min_open,
+							   start_value, max_value);
+	}
+
+	types[0] = INT8OID;
+	values[0] = Int64GetDatum((int64) relid);
+	values[1] = Int64GetDatum(RANGE_SIZE(r));
+	values[2] = Int64GetDatum(*issued);
+	values[3] = Int64GetDatum(*lost);
+	catalog_exec(psprintf("UPDATE %s.distseq_sequences"
+						  " SET values_reserved = values_reserved + $2,"
+						  " values_issued = $3, values_lost = $4"
+						  " WHERE seqrel = $1::oid", schema),
+				 4, types, values, SPI_OK_UPDATE);
+
+	SPI_finish();
+	return r;
+}
+
+static int
+range_cmp_desc(const void *a, const void *b)
+{
+	const DistseqRange *ra = a;
+	const DistseqRange *rb = b;
+
+	return (ra->lo < rb->lo) ? 1 : (ra->lo > rb->lo) ? -1 : 0;
+}
+
+/*
+ * Give unused ranges back to the windows they came from, in the worker's
+ * own transaction.  A range can only go back when it is the top of what
+ * its window has reserved; the others are lost.  Going from the highest
+ * range down lets adjacent ranges go back one after the other.
+ *
+ * Returns the number of values lost; *issued and *lost are the entry's
+ * totals, stored as they are plus the values lost here.
+ */
+int64
+distseq_catalog_release(Oid relid, uint64 gen, DistseqRange *ranges,
+						int nranges, int64 issued, int64 lost)
+{
+	const char *schema = distseq_catalog_schema();
+	Oid			types[4] = {INT8OID, INT8OID, INT8OID, INT8OID};
+	Datum		values[4];
+	int64		released = 0;
+	int64		dropped = 0;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+
+	qsort(ranges, nranges, sizeof(DistseqRange), range_cmp_desc);
+	values[0] = Int64GetDatum((int64) relid);
+	values[1] = Int64GetDatum((int64) gen);
+	for (int i = 0; i < nranges; i++)
+	{
+		values[2] = Int64GetDatum(ranges[i].lo);
+		values[3] = Int64GetDatum(ranges[i].hi);
+		if (catalog_exec(psprintf("UPDATE %s.distseq_windows w SET next_hi = $3"
+								  " FROM %s.distseq_sequences s"
+								  " WHERE s.seqrel = $1::oid AND s.generation = $2"
+								  " AND w.sequence_name = s.sequence_name"
+								  " AND w.next_hi = $4 AND w.window_start <= $3",
+								  schema, schema),
+						 4, types, values, SPI_OK_UPDATE) == 1)
+			released += RANGE_SIZE(ranges[i]);
+		else
+			dropped += RANGE_SIZE(ranges[i]);
+	}
+
+	values[2] = Int64GetDatum(released);
+	values[3] = Int64GetDatum(lost + dropped);
+	catalog_exec(psprintf("UPDATE %s.distseq_sequences"
+						  " SET values_released = values_released + $3,"
+						  " values_lost = $4, values_issued = %lld"
+						  " WHERE seqrel = $1::oid AND generation = $2",
+						  schema, (long long) issued),
+				 4, types, values, SPI_OK_UPDATE);
+
+	SPI_finish();
+	return dropped;
+}
+
+/*
+ * Create a sequence: its backing relation, owned by "owner", its catalog row
+ * and its first windows, all in the caller's transaction.
+ */
+void
+distseq_catalog_create(const char *name, Oid owner, int32 block_size,
+					   int64 window_size, int64 start_value, int64 max_value,
+					   int32 min_open)
+{
+	CatalogContext cxt;
+	const char *schema = distseq_catalog_schema();
+	const char *qname = quote_identifier(name);
+	Oid			types[8] = {TEXTOID, INT8OID, INT8OID, INT4OID, INT8OID,
+	INT4OID, INT8OID, INT8OID};
+	Datum		values[8];
+	Oid			relid;
+	uint64		gen;
+
+	catalog_enter(&cxt);
+
+	values[0] = CStringGetTextDatum(name);
+	if (catalog_exec(psprintf("SELECT 1 FROM %s.distseq_sequences WHERE sequence_name = $1",
+							  schema),
+					 1, types, values, SPI_OK_SELECT) > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				 errmsg("distseq sequence \"%s\" already exists", name)));
+
+	catalog_exec(psprintf("CREATE SEQUENCE distseq.%s", qname),
+				 0, NULL, NULL, SPI_OK_UTILITY);
+	catalog_exec(psprintf("ALTER SEQUENCE distseq.%s OWNER TO %s", qname,
+						  quote_identifier(GetUserNameFromId(owner, false))),
+				 0, NULL, NULL, SPI_OK_UTILITY);
+	relid = get_relname_relid(name, get_namespace_oid("distseq", false));
+
+	/* a random generation: never the same for two sequences, never 0 */
+	do
+	{
+		if (!pg_strong_random(&gen, sizeof(gen)))
+			elog(ERROR, "could not generate a random number");
+		gen &= PG_INT64_MAX;
+	} while (gen == 0);
+
+	values[1] = Int64GetDatum((int64) relid);
+	values[2] = Int64GetDatum((int64) gen);
+	values[3] = Int32GetDatum(block_size);
+	values[4] = Int64GetDatum(window_size);
+	values[5] = Int32GetDatum(min_open);
+	values[6] = Int64GetDatum(start_value);
+	values[7] = Int64GetDatum(max_value);
+	catalog_exec(psprintf("INSERT INTO %s.distseq_sequences"
+						  " (sequence_name, seqrel, generation, block_size, window_size,"
+						  " min_open_windows, start_value, max_value)"
+						  " VALUES ($1, $2::oid::regclass, $3, $4, $5, $6, $7, $8)",
+						  schema),
+				 8, types, values, SPI_OK_INSERT);
+
+	catalog_ensure_windows(schema, name, window_size, min_open,
+						   start_value, max_value);
+	catalog_leave(&cxt);
+}
+
+/*
+ * Look at a column for distseq_create_for_column(): the value to start
+ * above and the largest value its type holds.
+ */
+void
+distseq_catalog_column_bounds(Oid relid, const char *column, int64 *max_in_use,
+							  int64 *type_max)
+{
+	char	   *relname = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+													 get_rel_name(relid));
+	Oid			typid = get_atttype(relid, get_attnum(relid, column));
+
+	switch (typid)
+	{
+		case INT2OID:
+			*type_max = PG_INT16_MAX;
+			break;
+		case INT4OID:
+			*type_max = PG_INT32_MAX;
+			break;
+		case INT8OID:
+			*type_max = PG_INT64_MAX - 1;
+			break;
+		default:
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("column \"%s\" of relation %s is not of type smallint, integer or bigint",
+							column, relname)));
+	}
+
+	/* as the caller, who owns the table: nothing runs with our rights */
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	catalog_exec(psprintf("SELECT pg_catalog.max(%s)::pg_catalog.int8 FROM %s",
+						  quote_identifier(column), relname),
+				 0, NULL, NULL, SPI_OK_SELECT);
+	*max_in_use = catalog_get_int8(0, 1);
+	SPI_finish();
+}

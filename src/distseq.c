@@ -1,0 +1,63 @@
+/*-------------------------------------------------------------------------
+ *
+ * distseq.c
+ *	  Module entry point: the GUCs, and _PG_init, which hands each
+ *	  subsystem its own initialization.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "distseq.h"
+
+#include "miscadmin.h"
+#include "utils/guc.h"
+
+PG_MODULE_MAGIC;
+
+int			distseq_max_sequences = 128;
+int			distseq_default_block_size = 100;
+int			distseq_prefetch_threshold = 50;
+int			distseq_refill_timeout = 10000;
+
+void		_PG_init(void);
+
+void
+_PG_init(void)
+{
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+
+	DefineCustomIntVariable("distseq.max_sequences",
+							"Sets the maximum number of distseq sequences in use at once, over all databases.",
+							NULL,
+							&distseq_max_sequences,
+							128, 1, 65536,
+							PGC_POSTMASTER, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("distseq.default_block_size",
+							"Sets the block size of sequences created without one.",
+							"A block is the run of values a backend takes from the server's pool at once.",
+							&distseq_default_block_size,
+							100, 1, 1000000,
+							PGC_SUSET, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("distseq.prefetch_threshold",
+							"Sets how empty a pool gets, in percent of a segment, before the next segment is fetched.",
+							NULL,
+							&distseq_prefetch_threshold,
+							50, 0, 100,
+							PGC_SIGHUP, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("distseq.refill_timeout",
+							"Sets how long distseq_nextval waits for a refill before it fails.",
+							NULL,
+							&distseq_refill_timeout,
+							10000, 1, INT_MAX,
+							PGC_USERSET, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	MarkGUCPrefixReserved("distseq");
+
+	distseq_shmem_init();
+	distseq_worker_init();
+}

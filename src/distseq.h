@@ -1,0 +1,187 @@
+/*-------------------------------------------------------------------------
+ *
+ * distseq.h
+ *	  Shared declarations of the distseq extension: the shared-memory
+ *	  layout, the GUCs and the entry points of each subsystem.
+ *
+ * Shared memory holds three things, all sized at postmaster start:
+ *
+ *	- DistseqShared: a header with the global lock and one DistseqDbWorker
+ *	  per database that has a refill worker;
+ *	- an array of distseq.max_sequences DistseqSeq entries, one per sequence
+ *	  in use anywhere in the cluster, each with its own pool and LWLock;
+ *	- an array of MaxBackends x distseq.max_sequences DistseqBlock slots:
+ *	  the block a backend draws from for the sequence at that entry index.
+ *
+ * Locking rules (the global lock and the entry locks form one tranche named
+ * "distseq"):
+ *	- DistseqShared->lock guards entry identity (dboid, relid, gen, name and
+ *	  parameters) and the worker table.  Take it before any entry lock.
+ *	- DistseqSeq->lock guards that entry's pool, refill state and counters.
+ *	- A DistseqBlock is written only by the backend that owns the slot, and
+ *	  without any lock; others may read it, racily, for the status views.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DISTSEQ_H
+#define DISTSEQ_H
+
+#include "postgres.h"
+
+#include "fmgr.h"
+#include "port/atomics.h"
+#include "storage/condition_variable.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+
+#define DISTSEQ_TRANCHE			"distseq"
+#define DISTSEQ_MAX_FRAGMENTS	8
+
+/* a segment is this many blocks */
+#define DISTSEQ_SEGMENT_BLOCKS	10
+
+/* A half-open range of values [lo, hi) */
+typedef struct DistseqRange
+{
+	int64		lo;
+	int64		hi;
+} DistseqRange;
+
+#define RANGE_SIZE(r)	((r).hi - (r).lo)
+
+/*
+ * One sequence in use.  gen == 0 marks a free entry.  The identity of a
+ * sequence is (dboid, relid, gen): the backing relation and a random
+ * generation drawn when the sequence was created, so that a sequence
+ * dropped and re-created under the same name never matches an old entry.
+ */
+typedef struct DistseqSeq
+{
+	/* identity and parameters, protected by DistseqShared->lock */
+	Oid			dboid;
+	Oid			relid;
+	pg_atomic_uint64 gen;
+	char		name[NAMEDATALEN];
+	int32		block_size;
+	int64		max_value;
+
+	/* the rest is protected by lock */
+	LWLock	   *lock;
+	ConditionVariable cv;		/* broadcast when a refill ends */
+	DistseqRange cur;			/* blocks are cut from here first */
+	DistseqRange pre;			/* the prefetched segment */
+	int			nfrags;
+	DistseqRange frags[DISTSEQ_MAX_FRAGMENTS];	/* returned block rests */
+	int64		segment_size;
+	bool		refill_pending; /* a refill is requested or in flight */
+	bool		exhausted;		/* no value is left to reserve */
+	bool		accounted;		/* crash losses counted since start */
+	uint32		failures;		/* refills that failed, ever */
+	char		last_error[128];
+
+	/*
+	 * Totals since the sequence was created: values in backends' blocks or
+	 * handed out, and values given up.  -1 until the worker has read them
+	 * from the catalog on the first refill.
+	 */
+	int64		issued;
+	int64		lost;
+	int64		refills;
+	int64		waits;
+	double		wait_ms;
+} DistseqSeq;
+
+/* A backend's block for one sequence: values next .. end - 1 */
+typedef struct DistseqBlock
+{
+	uint64		gen;			/* sequence generation; 0 = empty */
+	int64		next;
+	int64		end;
+} DistseqBlock;
+
+/* A backend that uses distseq */
+typedef struct DistseqBackend
+{
+	int			pid;			/* 0 when the slot is not attached */
+	Oid			dboid;
+} DistseqBackend;
+
+/* The refill worker of one database */
+typedef struct DistseqDbWorker
+{
+	Oid			dboid;			/* InvalidOid = free */
+	bool		registered;		/* a worker is registered with postmaster */
+	bool		stop;			/* exit for good, the database goes away */
+	int			pid;			/* running worker, 0 if none */
+	Latch	   *latch;
+} DistseqDbWorker;
+
+typedef struct DistseqShared
+{
+	LWLock	   *lock;
+	DistseqDbWorker *workers;	/* max_sequences of them */
+	DistseqSeq *seqs;			/* max_sequences of them */
+	DistseqBackend *backends;	/* MaxBackends of them */
+	DistseqBlock *blocks;		/* MaxBackends * max_sequences of them */
+} DistseqShared;
+
+/* src/distseq.c */
+extern int	distseq_max_sequences;
+extern int	distseq_default_block_size;
+extern int	distseq_prefetch_threshold;
+extern int	distseq_refill_timeout;
+
+/* src/shmem.c */
+extern DistseqShared *Distseq;
+extern void distseq_shmem_init(void);
+extern void distseq_check_loaded(void);
+extern DistseqSeq *distseq_seq_attach(Oid relid, uint64 gen, const char *name,
+									  int32 block_size, int64 max_value);
+extern DistseqSeq *distseq_seq_find(Oid dboid, Oid relid, uint64 gen);
+extern void distseq_forget_database(Oid dboid);
+extern void distseq_backend_attach(void);
+extern DistseqBlock *distseq_my_block(DistseqSeq *seq);
+extern int	distseq_attached_backends(Oid dboid);
+
+/* src/pool.c */
+extern void distseq_pool_next_block(DistseqSeq *seq, uint64 gen, int64 after,
+									DistseqBlock *block);
+extern void distseq_pool_return_block(DistseqSeq *seq, DistseqBlock *block);
+extern void distseq_pool_publish(DistseqSeq *seq, DistseqRange range);
+extern void distseq_pool_take_all(DistseqSeq *seq, DistseqRange *ranges,
+								  int *nranges);
+
+/* src/worker.c */
+extern void distseq_worker_init(void);
+extern void distseq_worker_wake(Oid dboid);
+extern void distseq_worker_stop(Oid dboid);
+extern PGDLLEXPORT void distseq_worker_main(Datum main_arg);
+
+/* src/catalog.c */
+typedef struct DistseqDef
+{
+	Oid			relid;
+	uint64		gen;
+	int32		block_size;
+	int64		max_value;
+} DistseqDef;
+
+extern const char *distseq_catalog_schema(void);
+extern bool distseq_catalog_lookup(const char *name, DistseqDef *def);
+extern void distseq_catalog_create(const char *name, Oid owner,
+								   int32 block_size, int64 window_size,
+								   int64 start_value, int64 max_value,
+								   int32 min_open);
+extern void distseq_catalog_column_bounds(Oid relid, const char *column,
+										  int64 *max_in_use, int64 *type_max);
+extern DistseqRange distseq_catalog_reserve(Oid relid, uint64 gen, int64 count,
+											bool account, int64 *issued,
+											int64 *lost);
+extern int64 distseq_catalog_release(Oid relid, uint64 gen,
+									 DistseqRange *ranges, int nranges,
+									 int64 issued, int64 lost);
+
+/* src/nextval.c */
+extern void distseq_check_name(const char *name);
+
+#endif							/* DISTSEQ_H */

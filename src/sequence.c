@@ -1,0 +1,197 @@
+/*-------------------------------------------------------------------------
+ *
+ * sequence.c
+ *	  The SQL functions that create and drop distseq sequences:
+ *	  distseq_create(), distseq_create_for_column() and distseq_drop().
+ *
+ * They check their arguments here and leave the catalog work to
+ * catalog.c.  Every one runs in the caller's transaction: creating and
+ * dropping are ordinary transactional DDL.  Values are reserved only by
+ * the refill worker.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "distseq.h"
+
+#include "catalog/pg_class.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+
+#define DISTSEQ_MAX_VALUE	(PG_INT64_MAX - 1)
+
+static void
+check_positive(int64 value, const char *what)
+{
+	if (value <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be positive", what),
+				 errdetail("The value given was " INT64_FORMAT ".", value)));
+}
+
+/* Check the arguments common to both creators and create the sequence */
+static void
+create_sequence(const char *name, int32 block_size, int64 window_size,
+				int64 start_value, int64 max_value, int32 min_open)
+{
+	distseq_check_name(name);
+	check_positive(block_size, "block_size");
+	check_positive(window_size, "window_size");
+	check_positive(min_open, "min_open_windows");
+	if (max_value > DISTSEQ_MAX_VALUE)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_value must be at most " INT64_FORMAT, DISTSEQ_MAX_VALUE)));
+	if (start_value > max_value)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("start_value (" INT64_FORMAT ") cannot be greater than max_value (" INT64_FORMAT ")",
+						start_value, max_value)));
+
+	distseq_catalog_create(name, GetUserId(), block_size, window_size,
+						   start_value, max_value, min_open);
+}
+
+#define ARG_OR(n, getter, dflt)	(PG_ARGISNULL(n) ? (dflt) : getter(n))
+
+PG_FUNCTION_INFO_V1(distseq_create);
+
+Datum
+distseq_create(PG_FUNCTION_ARGS)
+{
+	distseq_check_loaded();
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("distseq sequence name must not be null")));
+
+	create_sequence(text_to_cstring(PG_GETARG_TEXT_PP(0)),
+					ARG_OR(1, PG_GETARG_INT32, distseq_default_block_size),
+					ARG_OR(2, PG_GETARG_INT64, 100000),
+					ARG_OR(3, PG_GETARG_INT64, 1),
+					ARG_OR(4, PG_GETARG_INT64, DISTSEQ_MAX_VALUE),
+					ARG_OR(5, PG_GETARG_INT32, 2));
+	PG_RETURN_VOID();
+}
+
+PG_FUNCTION_INFO_V1(distseq_create_for_column);
+
+/*
+ * Create a sequence that starts above the values a column already holds
+ * and make it the column's default, replacing a serial default or an
+ * identity.  Returns the sequence's name.
+ */
+Datum
+distseq_create_for_column(PG_FUNCTION_ARGS)
+{
+	Oid			relid;
+	char	   *column;
+	char	   *name;
+	char	   *relname;
+	int64		max_in_use;
+	int64		type_max;
+	int64		max_value;
+	char		relkind;
+
+	distseq_check_loaded();
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("table and column must not be null")));
+	relid = PG_GETARG_OID(0);
+	column = NameStr(*PG_GETARG_NAME(1));
+	relkind = get_rel_relkind(relid);
+	if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not a table", get_rel_name(relid))));
+	if (!pg_class_ownercheck(relid, GetUserId()))
+		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, get_rel_name(relid));
+	if (get_attnum(relid, column) == InvalidAttrNumber)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" of relation \"%s\" does not exist",
+						column, get_rel_name(relid))));
+
+	name = PG_ARGISNULL(2) ? psprintf("%s_%s", get_rel_name(relid), column)
+		: text_to_cstring(PG_GETARG_TEXT_PP(2));
+	relname = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
+										 get_rel_name(relid));
+
+	/* lock out writers first, then read the largest value in use */
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute(psprintf("LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE", relname),
+					false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not lock table %s", relname);
+	SPI_finish();
+
+	distseq_catalog_column_bounds(relid, column, &max_in_use, &type_max);
+	max_value = ARG_OR(5, PG_GETARG_INT64, type_max);
+	if (max_in_use >= max_value)
+		ereport(ERROR,
+				(errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),
+				 errmsg("column \"%s\" already holds the value " INT64_FORMAT ", not below max_value " INT64_FORMAT,
+						column, max_in_use, max_value)));
+
+	create_sequence(name,
+					ARG_OR(3, PG_GETARG_INT32, distseq_default_block_size),
+					ARG_OR(4, PG_GETARG_INT64, 100000),
+					Max(max_in_use + 1, 1),
+					max_value,
+					ARG_OR(6, PG_GETARG_INT32, 2));
+
+	/* as the caller, who owns the table */
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute(psprintf("ALTER TABLE %s ALTER COLUMN %s DROP IDENTITY IF EXISTS",
+							 relname, quote_identifier(column)),
+					false, 0) != SPI_OK_UTILITY ||
+		SPI_execute(psprintf("ALTER TABLE %s ALTER COLUMN %s SET DEFAULT %s.distseq_nextval(%s)",
+							 relname, quote_identifier(column),
+							 distseq_catalog_schema(), quote_literal_cstr(name)),
+					false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not set the default of %s.%s", relname, column);
+	SPI_finish();
+
+	PG_RETURN_TEXT_P(cstring_to_text(name));
+}
+
+PG_FUNCTION_INFO_V1(distseq_drop);
+
+/*
+ * Drop a sequence: drop its backing relation as the caller, so that the
+ * ownership check is PostgreSQL's own; the event trigger distseq_on_drop
+ * removes the catalog rows.
+ */
+Datum
+distseq_drop(PG_FUNCTION_ARGS)
+{
+	DistseqDef	def;
+	char	   *name;
+
+	distseq_check_loaded();
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("distseq sequence name must not be null")));
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	distseq_check_name(name);
+	if (!distseq_catalog_lookup(name, &def))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("distseq sequence \"%s\" does not exist", name)));
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute(psprintf("DROP SEQUENCE distseq.%s", quote_identifier(name)),
+					false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not drop sequence distseq.%s", name);
+	SPI_finish();
+	PG_RETURN_VOID();
+}

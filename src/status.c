@@ -1,0 +1,123 @@
+/*-------------------------------------------------------------------------
+ *
+ * status.c
+ *	  The set-returning functions behind the distseq_status and
+ *	  distseq_blocks views: a snapshot of the pools and of every backend's
+ *	  blocks in shared memory.
+ *
+ * Each pool is read under its entry lock, so its row is consistent.  Blocks
+ * are read without a lock: their owners change them on every call, and a
+ * view of them can only ever be a moment old.  Rows appear only for
+ * sequences of the current database that the caller may see.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "distseq.h"
+
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+
+static bool
+may_see(Oid relid)
+{
+	bool		missing = false;
+
+	return pg_class_aclcheck_ext(relid, GetUserId(),
+								 ACL_SELECT | ACL_USAGE | ACL_UPDATE,
+								 &missing) == ACLCHECK_OK && !missing;
+}
+
+PG_FUNCTION_INFO_V1(distseq_pool_status);
+
+Datum
+distseq_pool_status(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+
+	distseq_check_loaded();
+	InitMaterializedSRF(fcinfo, 0);
+
+	for (int i = 0; i < distseq_max_sequences; i++)
+	{
+		DistseqSeq *seq = &Distseq->seqs[i];
+		DistseqSeq	copy;
+		Datum		values[14];
+		bool		nulls[14] = {0};
+		int64		returned = 0;
+		uint64		gen;
+
+		LWLockAcquire(seq->lock, LW_SHARED);
+		gen = pg_atomic_read_u64(&seq->gen);
+		memcpy(&copy, seq, sizeof(DistseqSeq));
+		LWLockRelease(seq->lock);
+
+		if (gen == 0 || copy.dboid != MyDatabaseId || !may_see(copy.relid))
+			continue;
+
+		for (int f = 0; f < copy.nfrags; f++)
+			returned += RANGE_SIZE(copy.frags[f]);
+
+		values[0] = ObjectIdGetDatum(copy.relid);
+		values[1] = Int64GetDatum((int64) gen);
+		values[2] = Int64GetDatum(copy.segment_size);
+		values[3] = Int64GetDatum(copy.cur.lo);
+		values[4] = Int64GetDatum(copy.cur.hi);
+		nulls[3] = nulls[4] = RANGE_SIZE(copy.cur) == 0;
+		values[5] = Int64GetDatum(copy.pre.lo);
+		values[6] = Int64GetDatum(copy.pre.hi);
+		nulls[5] = nulls[6] = RANGE_SIZE(copy.pre) == 0;
+		values[7] = Int64GetDatum(returned);
+		values[8] = BoolGetDatum(copy.refill_pending);
+		values[9] = Int64GetDatum(copy.refills);
+		values[10] = Int64GetDatum(copy.waits);
+		values[11] = Float8GetDatum(copy.wait_ms);
+		values[12] = Int64GetDatum(copy.issued);
+		nulls[12] = copy.issued < 0;
+		values[13] = Int64GetDatum(copy.lost);
+		nulls[13] = copy.lost < 0;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+PG_FUNCTION_INFO_V1(distseq_block_status);
+
+Datum
+distseq_block_status(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+
+	distseq_check_loaded();
+	InitMaterializedSRF(fcinfo, 0);
+
+	for (int i = 0; i < distseq_max_sequences; i++)
+	{
+		DistseqSeq *seq = &Distseq->seqs[i];
+		uint64		gen = pg_atomic_read_u64(&seq->gen);
+		Oid			relid = seq->relid;
+
+		if (gen == 0 || seq->dboid != MyDatabaseId || !may_see(relid))
+			continue;
+
+		for (int b = 0; b < MaxBackends; b++)
+		{
+			DistseqBlock blk = Distseq->blocks[b * distseq_max_sequences + i];
+			int			pid = Distseq->backends[b].pid;
+			Datum		values[5];
+			bool		nulls[5] = {0};
+
+			if (pid == 0 || blk.gen != gen || blk.next >= blk.end)
+				continue;
+			values[0] = Int32GetDatum(pid);
+			values[1] = ObjectIdGetDatum(relid);
+			values[2] = Int64GetDatum((int64) gen);
+			values[3] = Int64GetDatum(blk.next);
+			values[4] = Int64GetDatum(blk.end);
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		}
+	}
+	return (Datum) 0;
+}

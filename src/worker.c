@@ -1,0 +1,479 @@
+/*-------------------------------------------------------------------------
+ *
+ * worker.c
+ *	  The refill worker: one background worker per database that uses
+ *	  distseq, started on demand, restarted by the postmaster if it dies.
+ *
+ * Backends never reserve values themselves.  When a pool runs low, the
+ * backend sets refill_pending on the entry and sets this worker's latch
+ * (registering the worker first if the database has none).  The worker
+ * reserves a segment in a transaction of its own, commits it with
+ * synchronous_commit at least "on" -- so the reservation is flushed, and
+ * acknowledged by synchronous standbys, before any value of it is used --
+ * and only then publishes the segment into the pool and wakes the waiters.
+ * One worker per database and one flag per sequence keep at most one
+ * refill per sequence in flight.
+ *
+ * When it is told to stop (SIGTERM, server shutdown, DROP DATABASE), the
+ * worker first lets exiting backends hand their blocks back, then writes
+ * every pool of its database back to the catalog, so that a clean restart
+ * skips no value.  A value is always either in shared memory or unreserved
+ * in the catalog, never both: segments are committed before they are
+ * published, and removed from shared memory before they are written back.
+ *
+ * DistseqShared->lock guards the DistseqDbWorker table.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "distseq.h"
+
+#include "access/xact.h"
+#include "commands/dbcommands.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "tcop/utility.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+
+static volatile sig_atomic_t got_sigterm = false;
+static DistseqDbWorker *my_worker = NULL;
+static ProcessUtility_hook_type prev_ProcessUtility = NULL;
+
+/* Caller holds Distseq->lock */
+static DistseqDbWorker *
+worker_find(Oid dboid)
+{
+	for (int i = 0; i < distseq_max_sequences; i++)
+	{
+		if (Distseq->workers[i].dboid == dboid)
+			return &Distseq->workers[i];
+	}
+	return NULL;
+}
+
+static void
+worker_register(Oid dboid)
+{
+	BackgroundWorker bgw;
+
+	memset(&bgw, 0, sizeof(bgw));
+	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	bgw.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	bgw.bgw_restart_time = 1;
+	strcpy(bgw.bgw_library_name, "distseq");
+	strcpy(bgw.bgw_function_name, "distseq_worker_main");
+	snprintf(bgw.bgw_name, BGW_MAXLEN, "distseq worker for database %u", dboid);
+	strcpy(bgw.bgw_type, "distseq worker");
+	bgw.bgw_main_arg = ObjectIdGetDatum(dboid);
+	bgw.bgw_notify_pid = 0;
+
+	if (!RegisterDynamicBackgroundWorker(&bgw, NULL))
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("could not start the distseq worker for database %u", dboid),
+				 errhint("Increase max_worker_processes.")));
+}
+
+/*
+ * Tell the worker of a database that there is work, starting it if the
+ * database has none.
+ */
+void
+distseq_worker_wake(Oid dboid)
+{
+	DistseqDbWorker *w;
+
+	LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
+	w = worker_find(dboid);
+	if (w == NULL)
+	{
+		w = worker_find(InvalidOid);
+		if (w == NULL)
+		{
+			LWLockRelease(Distseq->lock);
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("too many databases use distseq"),
+					 errhint("Increase distseq.max_sequences and restart the server.")));
+		}
+		memset(w, 0, sizeof(DistseqDbWorker));
+		w->dboid = dboid;
+	}
+	if (w->latch)
+		SetLatch(w->latch);
+	else if (!w->registered)
+	{
+		/* registered before the attempt: a failure leaves it to the next caller */
+		PG_TRY();
+		{
+			worker_register(dboid);
+			w->registered = true;
+		}
+		PG_FINALLY();
+		{
+			LWLockRelease(Distseq->lock);
+		}
+		PG_END_TRY();
+		return;
+	}
+	LWLockRelease(Distseq->lock);
+}
+
+/*
+ * Make the worker of a database write its pools back and exit for good,
+ * and forget the database's entries; DROP DATABASE calls this first.
+ */
+void
+distseq_worker_stop(Oid dboid)
+{
+	for (int i = 0; i < 1000; i++)
+	{
+		DistseqDbWorker *w;
+
+		LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
+		w = worker_find(dboid);
+		if (w && !w->registered && w->pid == 0)
+			w->dboid = InvalidOid;
+		else if (w)
+		{
+			w->stop = true;
+			if (w->latch)
+				SetLatch(w->latch);
+		}
+		LWLockRelease(Distseq->lock);
+		if (w == NULL || w->dboid == InvalidOid)
+			break;
+
+		CHECK_FOR_INTERRUPTS();
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 10L, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+	distseq_forget_database(dboid);
+}
+
+static void
+distseq_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
+					   bool readOnlyTree, ProcessUtilityContext context,
+					   ParamListInfo params, QueryEnvironment *queryEnv,
+					   DestReceiver *dest, QueryCompletion *qc)
+{
+	if (IsA(pstmt->utilityStmt, DropdbStmt) && Distseq != NULL)
+	{
+		Oid			dboid = get_database_oid(((DropdbStmt *) pstmt->utilityStmt)->dbname,
+											 true);
+
+		if (OidIsValid(dboid))
+			distseq_worker_stop(dboid);
+	}
+
+	if (prev_ProcessUtility)
+		prev_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
+							queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+								params, queryEnv, dest, qc);
+}
+
+void
+distseq_worker_init(void)
+{
+	prev_ProcessUtility = ProcessUtility_hook;
+	ProcessUtility_hook = distseq_ProcessUtility;
+}
+
+static void
+worker_sigterm(SIGNAL_ARGS)
+{
+	int			save_errno = errno;
+
+	got_sigterm = true;
+	SetLatch(MyLatch);
+	errno = save_errno;
+}
+
+static void
+worker_detach(int code, Datum arg)
+{
+	LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
+	my_worker->pid = 0;
+	my_worker->latch = NULL;
+	if (my_worker->stop)
+		my_worker->dboid = InvalidOid;
+	LWLockRelease(Distseq->lock);
+}
+
+/* Record a failed refill and wake the waiters, who report it */
+static void
+worker_refill_failed(DistseqSeq *seq, uint64 gen, const char *message)
+{
+	LWLockAcquire(seq->lock, LW_EXCLUSIVE);
+	if (pg_atomic_read_u64(&seq->gen) == gen)
+	{
+		seq->failures++;
+		strlcpy(seq->last_error, message, sizeof(seq->last_error));
+		seq->refill_pending = false;
+	}
+	LWLockRelease(seq->lock);
+	ConditionVariableBroadcast(&seq->cv);
+}
+
+static void
+worker_refill(DistseqSeq *seq)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	Oid			relid;
+	uint64		gen;
+	int64		count;
+	int64		issued;
+	int64		lost;
+	bool		account;
+	DistseqRange r;
+
+	LWLockAcquire(seq->lock, LW_SHARED);
+	gen = pg_atomic_read_u64(&seq->gen);
+	relid = seq->relid;
+	count = seq->segment_size;
+	account = !seq->accounted;
+	issued = seq->issued;
+	lost = seq->lost;
+	LWLockRelease(seq->lock);
+
+	PG_TRY();
+	{
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		pgstat_report_activity(STATE_RUNNING, "distseq refill");
+		r = distseq_catalog_reserve(relid, gen, count, account, &issued, &lost);
+		PopActiveSnapshot();
+		/* durable from here on, and only from here on */
+		CommitTransactionCommand();
+		pgstat_report_activity(STATE_IDLE, NULL);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		pgstat_report_activity(STATE_IDLE, NULL);
+		ereport(LOG,
+				(errmsg("distseq worker could not refill sequence with relation %u: %s",
+						relid, edata->message)));
+		worker_refill_failed(seq, gen, edata->message);
+		FreeErrorData(edata);
+		return;
+	}
+	PG_END_TRY();
+
+	LWLockAcquire(seq->lock, LW_EXCLUSIVE);
+	if (pg_atomic_read_u64(&seq->gen) == gen && seq->dboid == MyDatabaseId)
+	{
+		if (account)
+		{
+			seq->issued = issued;
+			seq->lost = lost;
+			seq->accounted = true;
+		}
+		distseq_pool_publish(seq, r);
+		seq->refills++;
+		seq->exhausted = RANGE_SIZE(r) == 0;
+		seq->refill_pending = false;
+	}
+	LWLockRelease(seq->lock);
+	ConditionVariableBroadcast(&seq->cv);
+}
+
+/* Serve every refill requested for this database */
+static void
+worker_serve(void)
+{
+	for (int i = 0; i < distseq_max_sequences; i++)
+	{
+		DistseqSeq *seq = &Distseq->seqs[i];
+		bool		pending;
+
+		LWLockAcquire(seq->lock, LW_SHARED);
+		pending = pg_atomic_read_u64(&seq->gen) != 0 &&
+			seq->dboid == MyDatabaseId && seq->refill_pending;
+		LWLockRelease(seq->lock);
+		if (pending)
+			worker_refill(seq);
+	}
+}
+
+/*
+ * Write ranges of one sequence back in a transaction of our own.  Returns
+ * the number of values that could not go back.
+ */
+static int64
+worker_release(Oid relid, uint64 gen, DistseqRange *ranges, int nranges,
+			   int64 issued, int64 lost)
+{
+	volatile int64 dropped = 0;
+
+	PG_TRY();
+	{
+		StartTransactionCommand();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		dropped = distseq_catalog_release(relid, gen, ranges, nranges,
+										  issued, lost);
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		EmitErrorReport();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		dropped = 0;
+		for (int r = 0; r < nranges; r++)
+			dropped += RANGE_SIZE(ranges[r]);
+	}
+	PG_END_TRY();
+	return dropped;
+}
+
+/* Write every pool of this database back to its windows */
+static void
+worker_write_back(void)
+{
+	for (int i = 0; i < distseq_max_sequences; i++)
+	{
+		DistseqSeq *seq = &Distseq->seqs[i];
+		DistseqRange ranges[DISTSEQ_MAX_FRAGMENTS + 2];
+		int			nranges = 0;
+		Oid			relid = InvalidOid;
+		uint64		gen;
+		int64		issued = 0;
+		int64		lost = 0;
+		int64		dropped;
+
+		LWLockAcquire(seq->lock, LW_EXCLUSIVE);
+		gen = pg_atomic_read_u64(&seq->gen);
+		if (gen != 0 && seq->dboid == MyDatabaseId && seq->accounted)
+		{
+			distseq_pool_take_all(seq, ranges, &nranges);
+			relid = seq->relid;
+			issued = seq->issued;
+			lost = seq->lost;
+		}
+		LWLockRelease(seq->lock);
+		if (nranges == 0)
+			continue;
+
+		dropped = worker_release(relid, gen, ranges, nranges, issued, lost);
+
+		LWLockAcquire(seq->lock, LW_EXCLUSIVE);
+		if (pg_atomic_read_u64(&seq->gen) == gen)
+			seq->lost += dropped;
+		LWLockRelease(seq->lock);
+	}
+}
+
+/*
+ * On a fast shutdown backends get SIGTERM with us and hand their blocks
+ * back as they exit; give them a moment, so those values go back too.
+ * Stop waiting when none has left for half a second (they are not exiting,
+ * as when only this worker was terminated).
+ */
+static void
+worker_wait_for_backends(void)
+{
+	int			prev = distseq_attached_backends(MyDatabaseId);
+	int			idle = 0;
+
+	for (int i = 0; i < 200 && prev > 0 && idle < 50; i++)
+	{
+		int			now;
+
+		pg_usleep(10000L);
+		now = distseq_attached_backends(MyDatabaseId);
+		idle = (now < prev) ? 0 : idle + 1;
+		prev = now;
+	}
+}
+
+void
+distseq_worker_main(Datum main_arg)
+{
+	Oid			dboid = DatumGetObjectId(main_arg);
+	bool		stop;
+
+	pqsignal(SIGTERM, worker_sigterm);
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	BackgroundWorkerUnblockSignals();
+
+	/* one worker per database: a second one, or one nobody wants, leaves */
+	LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
+	my_worker = worker_find(dboid);
+	if (my_worker == NULL || my_worker->pid != 0 || my_worker->stop)
+	{
+		if (my_worker && my_worker->stop && my_worker->pid == 0)
+			my_worker->dboid = InvalidOid;
+		LWLockRelease(Distseq->lock);
+		proc_exit(0);
+	}
+	my_worker->pid = MyProcPid;
+	my_worker->latch = MyLatch;
+	my_worker->registered = true;
+	LWLockRelease(Distseq->lock);
+	before_shmem_exit(worker_detach, (Datum) 0);
+
+	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
+
+	/* a reservation must be durable before any of its values is used */
+	if (synchronous_commit < SYNCHRONOUS_COMMIT_REMOTE_FLUSH)
+		SetConfigOption("synchronous_commit", "on", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("search_path", "pg_catalog, pg_temp", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("lock_timeout", "10s", PGC_SUSET, PGC_S_OVERRIDE);
+	SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
+	pgstat_report_appname("distseq worker");
+
+	for (;;)
+	{
+		worker_serve();
+
+		LWLockAcquire(Distseq->lock, LW_SHARED);
+		stop = my_worker->stop;
+		LWLockRelease(Distseq->lock);
+		if (got_sigterm || stop)
+			break;
+
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 1000L, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+			if (synchronous_commit < SYNCHRONOUS_COMMIT_REMOTE_FLUSH)
+				SetConfigOption("synchronous_commit", "on", PGC_SUSET, PGC_S_OVERRIDE);
+		}
+	}
+
+	worker_wait_for_backends();
+	worker_write_back();
+
+	if (stop)
+	{
+		LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
+		my_worker->registered = false;
+		LWLockRelease(Distseq->lock);
+		proc_exit(0);
+	}
+	/* exit code 1: the postmaster starts us again unless it is shutting down */
+	proc_exit(1);
+}
