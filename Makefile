@@ -16,6 +16,9 @@ PGFILEDESC = "distseq - distributed integer sequences"
 
 PG_CPPFLAGS = -I$(srcdir)/src
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -Wno-missing-field-initializers
+ifeq ($(CI),true)
+PG_CFLAGS += -Werror
+endif
 
 REGRESS = distseq_basic distseq_errors
 REGRESS_OPTS = --temp-config=$(srcdir)/test/distseq.conf --temp-instance=./tmp_check

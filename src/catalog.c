@@ -433,8 +433,8 @@ distseq_catalog_column_bounds(Oid relid, const char *column, int64 *max_in_use,
 		default:
 			ereport(ERROR,
 					(errcode(ERRCODE_DATATYPE_MISMATCH),
-					 errmsg("column \"%s\" of relation %s is not of type smallint, integer or bigint",
-							column, relname)));
+					 errmsg("column \"%s\" of relation \"%s\" is not of type smallint, integer or bigint",
+							column, get_rel_name(relid))));
 	}
 
 	/* as the caller, who owns the table: nothing runs with our rights */

@@ -15,12 +15,15 @@
 
 #include "distseq.h"
 
+#include "access/htup_details.h"
+#include "catalog/pg_attribute.h"
 #include "catalog/pg_class.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/syscache.h"
 
 #define DISTSEQ_MAX_VALUE	(PG_INT64_MAX - 1)
 
@@ -55,6 +58,20 @@ create_sequence(const char *name, int32 block_size, int64 window_size,
 
 	distseq_catalog_create(name, GetUserId(), block_size, window_size,
 						   start_value, max_value, min_open);
+}
+
+static bool
+column_is_identity(Oid relid, const char *column)
+{
+	HeapTuple	tup = SearchSysCacheAttName(relid, column);
+	bool		identity = false;
+
+	if (HeapTupleIsValid(tup))
+	{
+		identity = ((Form_pg_attribute) GETSTRUCT(tup))->attidentity != '\0';
+		ReleaseSysCache(tup);
+	}
+	return identity;
 }
 
 #define ARG_OR(n, getter, dflt)	(PG_ARGISNULL(n) ? (dflt) : getter(n))
@@ -149,9 +166,10 @@ distseq_create_for_column(PG_FUNCTION_ARGS)
 	/* as the caller, who owns the table */
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (SPI_execute(psprintf("ALTER TABLE %s ALTER COLUMN %s DROP IDENTITY IF EXISTS",
-							 relname, quote_identifier(column)),
-					false, 0) != SPI_OK_UTILITY ||
+	if ((column_is_identity(relid, column) &&
+		 SPI_execute(psprintf("ALTER TABLE %s ALTER COLUMN %s DROP IDENTITY",
+							  relname, quote_identifier(column)),
+					 false, 0) != SPI_OK_UTILITY) ||
 		SPI_execute(psprintf("ALTER TABLE %s ALTER COLUMN %s SET DEFAULT %s.distseq_nextval(%s)",
 							 relname, quote_identifier(column),
 							 distseq_catalog_schema(), quote_literal_cstr(name)),

@@ -1,0 +1,22 @@
+# Shared by scripts/*.sh: packages, build and install.
+
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+PGBIN=$("$PG_CONFIG" --bindir 2>/dev/null || echo /usr/lib/postgresql/15/bin)
+
+distseq_install_packages() {
+	local pkgs="postgresql-15 postgresql-server-dev-15 libpq-dev libipc-run-perl make gcc"
+	if dpkg -s $pkgs >/dev/null 2>&1; then
+		return 0
+	fi
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "missing packages ($pkgs) and not root to install them" >&2
+		return 1
+	fi
+	apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $pkgs
+	PGBIN=$("$PG_CONFIG" --bindir)
+}
+
+distseq_build_install() {
+	make -C "$1" PG_CONFIG="$PG_CONFIG" >/dev/null && \
+		make -C "$1" PG_CONFIG="$PG_CONFIG" install >/dev/null
+}

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Build and install distseq, then run every test suite against temporary
+# servers: pg_regress (sql/), isolation (test/specs/) and TAP (test/t/).
+#
+#   bash scripts/test.sh                 # everything
+#   bash scripts/test.sh regress         # one suite: regress, isolation or tap
+#   PROVE_TESTS=test/t/002_crash.pl bash scripts/test.sh tap
+#
+# Runs as root (installing what a fresh Debian 12 machine lacks) or as any
+# user that can write the PostgreSQL install directories.  The servers run
+# as the postgres OS user on a copy of the tree under /tmp.
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+. "$here/scripts/common.sh"
+
+suites=${*:-regress isolation tap}
+
+distseq_install_packages
+distseq_build_install "$here" || exit 1
+
+work=$(mktemp -d /tmp/distseq-test.XXXXXX)
+cp -a "$here/." "$work/"
+chown -R postgres "$work"
+
+run_make() {
+	runuser -u postgres -- env HOME=/var/lib/postgresql LC_ALL=C.UTF-8 \
+		TMPDIR=/tmp PG_CONFIG="$PG_CONFIG" ${PROVE_TESTS:+PROVE_TESTS="$PROVE_TESTS"} \
+		make -C "$work" PG_CONFIG="$PG_CONFIG" installcheck "$@"
+}
+
+passed=0
+failed=0
+for suite in $suites; do
+	echo "=== $suite"
+	case $suite in
+		regress) run_make ISOLATION= TAP_TESTS= ;;
+		isolation) run_make REGRESS= TAP_TESTS= ;;
+		tap) run_make REGRESS= ISOLATION= ;;
+		*) echo "unknown suite: $suite"; false ;;
+	esac
+	if [ $? -eq 0 ]; then
+		passed=$((passed + 1))
+	else
+		failed=$((failed + 1))
+		echo "--- $suite failed; logs follow"
+		for f in "$work"/regression.diffs "$work"/output_iso/regression.diffs; do
+			[ -f "$f" ] && { echo "--- $f"; head -c 20000 "$f"; }
+		done
+		for f in "$work"/tmp_check/log/regress_log_* "$work"/tmp_check/log/*.log \
+			"$work"/log/*.log "$work"/output_iso/log/*.log; do
+			[ -f "$f" ] && { echo "--- $f"; tail -n 80 "$f"; }
+		done
+	fi
+done
+
+echo "test suites: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,93 @@
+--
+-- Bad input: each gets a clear error, and nothing is left half done.
+--
+\set VERBOSITY default
+SELECT distseq_create('good');
+
+-- unknown, NULL, empty and over-long names
+SELECT distseq_nextval('no_such_sequence');
+SELECT distseq_currval('no_such_sequence');
+SELECT distseq_drop('no_such_sequence');
+SELECT distseq_nextval(NULL);
+SELECT distseq_currval(NULL);
+SELECT distseq_create(NULL);
+SELECT distseq_drop(NULL);
+SELECT distseq_nextval('');
+SELECT distseq_create('');
+SELECT distseq_create(repeat('x', 64));
+SELECT distseq_nextval(repeat('x', 64));
+SELECT distseq_create(repeat('x', 63)) IS NULL AS longest_name_works;
+SELECT distseq_nextval(repeat('x', 63));
+
+-- a sequence that exists already
+SELECT distseq_create('good');
+
+-- sizes that are not positive, bounds that do not fit
+SELECT distseq_create('bad', block_size => 0);
+SELECT distseq_create('bad', block_size => -5);
+SELECT distseq_create('bad', window_size => 0);
+SELECT distseq_create('bad', min_open_windows => 0);
+SELECT distseq_create('bad', start_value => 10, max_value => 9);
+SELECT distseq_create('bad', max_value => 9223372036854775807);
+SELECT count(*) FROM distseq_sequences WHERE sequence_name = 'bad';
+SELECT count(*) FROM pg_class WHERE relname = 'bad' AND relnamespace = 'distseq'::regnamespace;
+
+-- drawing past max_value
+SELECT distseq_create('short', block_size => 2, window_size => 2, max_value => 3);
+SELECT distseq_nextval('short') FROM generate_series(1, 3);
+SELECT distseq_nextval('short');
+DO $$
+BEGIN
+	PERFORM distseq_nextval('short');
+EXCEPTION WHEN sequence_generator_limit_exceeded THEN
+	RAISE NOTICE 'SQLSTATE %', SQLSTATE;
+END
+$$;
+
+-- currval before any nextval in this session
+SELECT distseq_currval('good');
+
+-- read-only transactions, as native nextval
+BEGIN READ ONLY;
+SELECT distseq_nextval('good');
+ROLLBACK;
+BEGIN;
+SELECT distseq_nextval('good');
+SET TRANSACTION READ ONLY;
+SELECT distseq_nextval('good');
+ROLLBACK;
+
+-- converting a column that cannot hold ids
+CREATE TABLE words (w text);
+SELECT distseq_create_for_column('words', 'w');
+SELECT distseq_create_for_column('words', 'nope');
+SELECT distseq_create_for_column(NULL, 'w');
+CREATE VIEW words_v AS SELECT * FROM words;
+SELECT distseq_create_for_column('words_v', 'w');
+CREATE TABLE full_table (id smallint);
+INSERT INTO full_table VALUES (32767);
+SELECT distseq_create_for_column('full_table', 'id');
+
+-- more sequences in use than shared memory holds (distseq.max_sequences)
+SELECT count(*) FROM generate_series(1, 25) g, LATERAL distseq_create('many_' || g);
+DO $$
+BEGIN
+	FOR i IN 1..25 LOOP
+		BEGIN
+			PERFORM distseq_nextval('many_' || i);
+		EXCEPTION WHEN configuration_limit_exceeded THEN
+			RAISE NOTICE 'stopped: %', SQLERRM;
+			EXIT;
+		END;
+	END LOOP;
+END
+$$;
+-- dropped sequences free their entries again
+SELECT count(*) FROM generate_series(1, 25) g, LATERAL distseq_drop('many_' || g);
+SELECT distseq_create('after_many');
+SELECT distseq_nextval('after_many');
+
+-- GUC values out of range
+SET distseq.refill_timeout = 0;
+SET distseq.max_sequences = 10;
+SET distseq.no_such_setting = 1;
