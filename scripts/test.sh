@@ -25,8 +25,9 @@ chown -R postgres "$work"
 
 run_make() {
 	runuser -u postgres -- env HOME=/var/lib/postgresql LC_ALL=C.UTF-8 \
-		TMPDIR=/tmp PG_CONFIG="$PG_CONFIG" ${PROVE_TESTS:+PROVE_TESTS="$PROVE_TESTS"} \
-		make -C "$work" PG_CONFIG="$PG_CONFIG" installcheck "$@"
+		TMPDIR=/tmp PG_CONFIG="$PG_CONFIG" \
+		make -C "$work" PG_CONFIG="$PG_CONFIG" installcheck \
+		${PROVE_TESTS:+PROVE_TESTS="$PROVE_TESTS"} "$@"
 }
 
 passed=0

@@ -227,7 +227,8 @@ distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
 		(uint64) catalog_get_int8(0, 2) != gen)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("distseq sequence with relation %u no longer exists", relid)));
+				 errmsg("distseq sequence with relation %u does not exist", relid),
+				 errdetail("It was dropped, or the transaction that creates it has not committed yet.")));
 	name = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 	window_size = catalog_get_int8(0, 3);
 	min_open = catalog_get_int8(0, 4);

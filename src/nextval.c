@@ -230,15 +230,18 @@ distseq_nextval(PG_FUNCTION_ARGS)
 	DistseqBlock *blk;
 	int64		value;
 
+	/*
+	 * As native nextval; checked on every call, since SET TRANSACTION READ
+	 * ONLY may come at any time.  Standbys fail here too, before any lookup.
+	 */
+	if (unlikely(XactReadOnly))
+		PreventCommandIfReadOnly("distseq_nextval()");
+
 	if (likely(site != NULL && site->const_name &&
 			   site->ls->ready_lxid == MyProc->lxid))
 		ls = site->ls;
 	else
 		ls = nextval_setup(fcinfo);
-
-	/* as native nextval: SET TRANSACTION READ ONLY may come at any time */
-	if (unlikely(XactReadOnly))
-		PreventCommandIfReadOnly("distseq_nextval()");
 
 	blk = ls->block;
 	if (likely(blk->gen == ls->gen && blk->next < blk->end))

@@ -377,7 +377,11 @@ worker_write_back(void)
 
 		LWLockAcquire(seq->lock, LW_EXCLUSIVE);
 		if (pg_atomic_read_u64(&seq->gen) == gen)
+		{
 			seq->lost += dropped;
+			/* values went back: the next refill may find some */
+			seq->exhausted = false;
+		}
 		LWLockRelease(seq->lock);
 	}
 }
