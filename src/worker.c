@@ -30,11 +30,15 @@
 #include "distseq.h"
 
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "commands/dbcommands.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
+#include "replication/syncrep.h"
+#include "replication/walsender.h"
+#include "replication/walsender_private.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
@@ -211,6 +215,28 @@ worker_detach(int code, Datum arg)
 	LWLockRelease(Distseq->lock);
 }
 
+/*
+ * Did the synchronous standbys acknowledge our last commit?  A cancel
+ * (pg_cancel_backend) during the wait ends it with only a WARNING; values
+ * of such a commit must not be used, a promoted standby might not have it.
+ */
+static bool
+worker_commit_acknowledged(void)
+{
+	int			mode;
+	bool		acked;
+
+	if (!SyncRepRequested() ||
+		SyncRepStandbyNames == NULL || SyncRepStandbyNames[0] == '\0')
+		return true;
+	mode = (synchronous_commit >= SYNCHRONOUS_COMMIT_REMOTE_APPLY) ?
+		SYNC_REP_WAIT_APPLY : SYNC_REP_WAIT_FLUSH;
+	LWLockAcquire(SyncRepLock, LW_SHARED);
+	acked = WalSndCtl->lsn[mode] >= XactLastCommitEnd;
+	LWLockRelease(SyncRepLock);
+	return acked;
+}
+
 /* Record a failed refill and wake the waiters, who report it */
 static void
 worker_refill_failed(DistseqSeq *seq, uint64 gen, const char *message)
@@ -258,6 +284,11 @@ worker_refill(DistseqSeq *seq)
 		/* durable from here on, and only from here on */
 		CommitTransactionCommand();
 		pgstat_report_activity(STATE_IDLE, NULL);
+		if (!worker_commit_acknowledged())
+			ereport(ERROR,
+					(errcode(ERRCODE_QUERY_CANCELED),
+					 errmsg("the reservation was not acknowledged by the synchronous standbys"),
+					 errdetail("Its values are given up.")));
 	}
 	PG_CATCH();
 	{
