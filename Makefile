@@ -11,7 +11,7 @@ OBJS = \
 	src/status.o \
 	src/worker.o
 
-DATA = distseq--1.0.sql
+DATA = distseq--1.0.sql distseq--1.0--1.1.sql
 PGFILEDESC = "distseq - distributed integer sequences"
 
 PG_CPPFLAGS = -I$(srcdir)/src

@@ -25,6 +25,7 @@
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/table.h"
+#include "access/xlog.h"
 #include "catalog/indexing.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_authid.h"
@@ -68,9 +69,14 @@ catalog_leave(CatalogContext *cxt)
 	SetUserIdAndSecContext(cxt->save_userid, cxt->save_sec_context);
 }
 
-/* The quoted name of the schema the extension's tables live in */
-const char *
-distseq_catalog_schema(void)
+/*
+ * The quoted name of the schema the extension's tables live in, and whether
+ * the installed version records where each sequence was created (1.1 on;
+ * a newer library must work with the catalog of an older version until
+ * ALTER EXTENSION distseq UPDATE).
+ */
+static const char *
+catalog_extension(bool *has_origin)
 {
 	Relation	rel;
 	ScanKeyData key;
@@ -85,7 +91,16 @@ distseq_catalog_schema(void)
 	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
 	tup = systable_getnext(scan);
 	if (HeapTupleIsValid(tup))
+	{
+		bool		isnull;
+		Datum		version = heap_getattr(tup, Anum_pg_extension_extversion,
+										   RelationGetDescr(rel), &isnull);
+
 		nspid = ((Form_pg_extension) GETSTRUCT(tup))->extnamespace;
+		if (has_origin)
+			*has_origin = !isnull &&
+				strcmp(TextDatumGetCString(version), "1.0") != 0;
+	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
 
@@ -96,6 +111,27 @@ distseq_catalog_schema(void)
 						get_database_name(MyDatabaseId)),
 				 errhint("Run CREATE EXTENSION distseq.")));
 	return quote_identifier(nspname);
+}
+
+const char *
+distseq_catalog_schema(void)
+{
+	return catalog_extension(NULL);
+}
+
+/*
+ * The timeline this server writes WAL on.  A new one begins when a standby
+ * is promoted or a point-in-time recovery ends: the catalog may then lag
+ * behind what was reserved before, so it counts as a move.
+ */
+static TimeLineID
+catalog_timeline(void)
+{
+#if PG_VERSION_NUM >= 150000
+	return GetWALInsertionTimeLine();
+#else
+	return ThisTimeLineID;
+#endif
 }
 
 /* Run a statement with text/int8 arguments; returns SPI_processed */
@@ -189,6 +225,58 @@ catalog_ensure_windows(const char *schema, const char *name, int64 window_size,
 }
 
 /*
+ * The catalog of this sequence was made somewhere else -- restored from a
+ * dump, or marked by distseq_rejoin() after a point-in-time recovery -- so
+ * the place it came from may have reserved more than it says.  Close every
+ * open window and skip one more round of windows above the highest, so no
+ * value reserved there after the copy was taken is reserved again.
+ * Returns the number of values skipped.
+ */
+static int64
+catalog_rejoin(const char *schema, const char *name, int64 window_size,
+			   int64 min_open, int64 start_value, int64 max_value)
+{
+	Oid			types[3] = {TEXTOID, INT8OID, INT8OID};
+	Datum		values[3];
+	int64		skipped;
+	int64		top;
+	int64		margin;
+
+	values[0] = CStringGetTextDatum(name);
+	catalog_exec(psprintf("WITH closed AS ("
+						  " UPDATE %s.distseq_windows w SET next_hi = w.window_end"
+						  " FROM (SELECT window_start, window_end - next_hi AS rest"
+						  "       FROM %s.distseq_windows"
+						  "       WHERE sequence_name = $1 AND next_hi < window_end"
+						  "       FOR UPDATE) o"
+						  " WHERE w.sequence_name = $1 AND w.window_start = o.window_start"
+						  " RETURNING o.rest)"
+						  " SELECT COALESCE(sum(rest), 0)::int8 FROM closed",
+						  schema, schema),
+				 1, types, values, SPI_OK_SELECT);
+	skipped = catalog_get_int8(0, 1);
+
+	values[1] = Int64GetDatum(start_value);
+	catalog_exec(psprintf("SELECT COALESCE(max(window_end), $2)"
+						  " FROM %s.distseq_windows WHERE sequence_name = $1",
+						  schema),
+				 2, types, values, SPI_OK_SELECT);
+	top = catalog_get_int8(0, 1);
+	if (top > max_value)
+		return skipped;
+
+	/* the skipped values stay on record as one closed window */
+	margin = Min(max_value - top + 1, window_size * min_open);
+	values[1] = Int64GetDatum(top);
+	values[2] = Int64GetDatum(top + margin);
+	catalog_exec(psprintf("INSERT INTO %s.distseq_windows"
+						  " (sequence_name, window_start, window_end, next_hi)"
+						  " VALUES ($1, $2, $3, $3)", schema),
+				 3, types, values, SPI_OK_INSERT);
+	return skipped + margin;
+}
+
+/*
  * Reserve up to "count" values of a sequence from its first open window, in
  * the worker's own transaction (the caller starts and commits it).  On the
  * first reservation since the server started ("account"), values that were
@@ -200,9 +288,10 @@ catalog_ensure_windows(const char *schema, const char *name, int64 window_size,
  */
 DistseqRange
 distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
-						int64 *issued, int64 *lost)
+						int64 *issued, int64 *lost, int64 *skipped)
 {
-	const char *schema = distseq_catalog_schema();
+	bool		has_origin;
+	const char *schema = catalog_extension(&has_origin);
 	Oid			types[4] = {INT8OID, INT8OID, INT8OID, INT8OID};
 	Datum		values[4];
 	char	   *name;
@@ -217,13 +306,22 @@ distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
 
 	/* the row lock orders us against distseq_drop and friends */
 	values[0] = Int64GetDatum((int64) relid);
+	values[1] = Int64GetDatum((int64) GetSystemIdentifier());
+	values[2] = Int64GetDatum((int64) MyDatabaseId);
+	values[3] = Int64GetDatum((int64) catalog_timeline());
 	if (catalog_exec(psprintf("SELECT sequence_name, generation, window_size,"
 							  " min_open_windows::int8, start_value, max_value,"
 							  " values_reserved - values_released - values_issued - values_lost,"
-							  " values_issued, values_lost"
+							  " values_issued, values_lost, %s"
 							  " FROM %s.distseq_sequences WHERE seqrel = $1::oid"
-							  " FOR NO KEY UPDATE", schema),
-					 1, types, values, SPI_OK_SELECT) != 1 ||
+							  " FOR NO KEY UPDATE",
+							  has_origin ? "origin_system IS NOT NULL,"
+							  " origin_system = 0 OR origin_system <> $2"
+							  " OR origin_database <> $3::oid OR origin_relation <> $1::oid"
+							  " OR origin_timeline <> $4"
+							  : "false, false",
+							  schema),
+					 4, types, values, SPI_OK_SELECT) != 1 ||
 		(uint64) catalog_get_int8(0, 2) != gen)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
@@ -238,6 +336,34 @@ distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
 	{
 		*issued = catalog_get_int8(0, 8);
 		*lost = catalog_get_int8(0, 9) + Max(catalog_get_int8(0, 7), 0);
+	}
+
+	*skipped = 0;
+	if (has_origin)
+	{
+		bool		isnull;
+		bool		known = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+													   SPI_tuptable->tupdesc,
+													   10, &isnull));
+		bool		moved = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
+													   SPI_tuptable->tupdesc,
+													   11, &isnull));
+
+		if (known && moved)
+		{
+			*skipped = catalog_rejoin(schema, name, window_size, min_open,
+									  start_value, max_value);
+			*lost += *skipped;
+			ereport(LOG,
+					(errmsg("distseq sequence \"%s\" was restored or moved: skipped " INT64_FORMAT " values",
+							name, *skipped)));
+		}
+		/* from now on it lives here */
+		catalog_exec(psprintf("UPDATE %s.distseq_sequences"
+							  " SET origin_system = $2, origin_database = $3::oid,"
+							  " origin_relation = $1::oid, origin_timeline = $4"
+							  " WHERE seqrel = $1::oid", schema),
+					 4, types, values, SPI_OK_UPDATE);
 	}
 
 	catalog_ensure_windows(schema, name, window_size, min_open,
@@ -274,9 +400,9 @@ distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
 	values[2] = Int64GetDatum(*issued);
 	values[3] = Int64GetDatum(*lost);
 	catalog_exec(psprintf("UPDATE %s.distseq_sequences"
-						  " SET values_reserved = values_reserved + $2,"
+						  " SET values_reserved = values_reserved + $2 + %lld,"
 						  " values_issued = $3, values_lost = $4"
-						  " WHERE seqrel = $1::oid", schema),
+						  " WHERE seqrel = $1::oid", schema, (long long) *skipped),
 				 4, types, values, SPI_OK_UPDATE);
 
 	SPI_finish();
@@ -356,7 +482,8 @@ distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 					   int32 min_open)
 {
 	CatalogContext cxt;
-	const char *schema = distseq_catalog_schema();
+	bool		has_origin;
+	const char *schema = catalog_extension(&has_origin);
 	const char *qname = quote_identifier(name);
 	Oid			types[8] = {TEXTOID, INT8OID, INT8OID, INT4OID, INT8OID,
 	INT4OID, INT8OID, INT8OID};
@@ -402,6 +529,15 @@ distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 						  " VALUES ($1, $2::oid::regclass, $3, $4, $5, $6, $7, $8)",
 						  schema),
 				 8, types, values, SPI_OK_INSERT);
+
+	if (has_origin)
+		catalog_exec(psprintf("UPDATE %s.distseq_sequences"
+							  " SET origin_system = %lld, origin_database = %u,"
+							  " origin_relation = %u, origin_timeline = %u"
+							  " WHERE sequence_name = $1",
+							  schema, (long long) GetSystemIdentifier(),
+							  MyDatabaseId, relid, catalog_timeline()),
+					 1, types, values, SPI_OK_UPDATE);
 
 	catalog_ensure_windows(schema, name, window_size, min_open,
 						   start_value, max_value);

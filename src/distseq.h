@@ -176,7 +176,7 @@ extern void distseq_catalog_column_bounds(Oid relid, const char *column,
 										  int64 *max_in_use, int64 *type_max);
 extern DistseqRange distseq_catalog_reserve(Oid relid, uint64 gen, int64 count,
 											bool account, int64 *issued,
-											int64 *lost);
+											int64 *lost, int64 *skipped);
 extern int64 distseq_catalog_release(Oid relid, uint64 gen,
 									 DistseqRange *ranges, int nranges,
 									 int64 issued, int64 lost);

@@ -261,6 +261,7 @@ worker_refill(DistseqSeq *seq)
 	int64		count;
 	int64		issued;
 	int64		lost;
+	int64		skipped = 0;
 	bool		account;
 	DistseqRange r;
 
@@ -279,7 +280,8 @@ worker_refill(DistseqSeq *seq)
 		StartTransactionCommand();
 		PushActiveSnapshot(GetTransactionSnapshot());
 		pgstat_report_activity(STATE_RUNNING, "distseq refill");
-		r = distseq_catalog_reserve(relid, gen, count, account, &issued, &lost);
+		r = distseq_catalog_reserve(relid, gen, count, account, &issued, &lost,
+									&skipped);
 		PopActiveSnapshot();
 		/* durable from here on, and only from here on */
 		CommitTransactionCommand();
@@ -317,6 +319,8 @@ worker_refill(DistseqSeq *seq)
 			seq->lost = lost;
 			seq->accounted = true;
 		}
+		else
+			seq->lost += skipped;
 		distseq_pool_publish(seq, r);
 		seq->refills++;
 		seq->exhausted = RANGE_SIZE(r) == 0;
