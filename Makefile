@@ -20,7 +20,7 @@ ifeq ($(CI),true)
 PG_CFLAGS += -Werror
 endif
 
-REGRESS = distseq_basic distseq_errors
+REGRESS = distseq_upgrade distseq_basic distseq_errors
 REGRESS_OPTS = --temp-config=$(srcdir)/test/distseq.conf --temp-instance=./tmp_check
 
 ISOLATION = concurrent_refill rollback_refill drop_recreate
