@@ -24,7 +24,7 @@ REGRESS = distseq_upgrade distseq_basic distseq_errors
 REGRESS_OPTS = --temp-config=$(srcdir)/test/distseq.conf --temp-instance=./tmp_check
 
 ISOLATION = concurrent_refill rollback_refill drop_recreate
-ISOLATION_OPTS = --temp-config=$(srcdir)/test/distseq.conf --temp-instance=./tmp_check_iso \
+ISOLATION_OPTS = --temp-config=$(srcdir)/test/distseq_iso.conf --temp-instance=./tmp_check_iso \
 	--inputdir=$(srcdir)/test --outputdir=./output_iso
 
 TAP_TESTS = 1

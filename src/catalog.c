@@ -39,6 +39,7 @@
 #include "utils/guc.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/syscache.h"
 
 typedef struct CatalogContext
 {
@@ -431,11 +432,16 @@ int64
 distseq_catalog_release(Oid relid, uint64 gen, DistseqRange *ranges,
 						int nranges, int64 issued, int64 lost)
 {
-	const char *schema = distseq_catalog_schema();
+	const char *schema;
 	Oid			types[4] = {INT8OID, INT8OID, INT8OID, INT8OID};
 	Datum		values[4];
 	int64		released = 0;
 	int64		dropped = 0;
+
+	/* a sequence dropped meanwhile has nothing to take back */
+	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+		return 0;
+	schema = distseq_catalog_schema();
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");

@@ -51,9 +51,22 @@ pool_add_fragment(DistseqSeq *seq, DistseqRange r)
 		seq->lost += RANGE_SIZE(r);
 }
 
+/* The current segment is used up: the prefetched one takes its place */
+static void
+pool_promote(DistseqSeq *seq)
+{
+	seq->cur = seq->pre;
+	seq->pre.lo = seq->pre.hi = 0;
+}
+
 /*
  * Cut a block for a session whose last value was "after".  Fragments above
  * it come first (they are the oldest values), then the current segment.
+ *
+ * Segments normally lie above every block cut before them, but not always:
+ * when a worker that was terminated wrote its pool back, a lower window may
+ * have reopened.  Whatever part of the pool is not above "after" is left to
+ * other sessions as a fragment, so a session's values always grow.
  */
 static bool
 pool_cut(DistseqSeq *seq, int64 after, DistseqBlock *block)
@@ -71,6 +84,16 @@ pool_cut(DistseqSeq *seq, int64 after, DistseqBlock *block)
 			fi = i;
 		}
 	}
+	while (src == NULL && RANGE_SIZE(seq->cur) > 0 && seq->cur.lo <= after)
+	{
+		DistseqRange below = seq->cur;
+
+		below.hi = Min(below.hi, after + 1);
+		seq->cur.lo = below.hi;
+		pool_add_fragment(seq, below);
+		if (RANGE_SIZE(seq->cur) == 0)
+			pool_promote(seq);
+	}
 	if (src == NULL && RANGE_SIZE(seq->cur) > 0)
 		src = &seq->cur;
 	if (src == NULL)
@@ -85,10 +108,7 @@ pool_cut(DistseqSeq *seq, int64 after, DistseqBlock *block)
 	if (fi >= 0 && RANGE_SIZE(*src) == 0)
 		seq->frags[fi] = seq->frags[--seq->nfrags];
 	if (RANGE_SIZE(seq->cur) == 0)
-	{
-		seq->cur = seq->pre;
-		seq->pre.lo = seq->pre.hi = 0;
-	}
+		pool_promote(seq);
 	return true;
 }
 

@@ -1,0 +1,114 @@
+# pg_dump of a database in use, restored elsewhere: the restored sequences
+# continue above every value the source handed out.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use List::Util qw(max min);
+
+my $src = PostgreSQL::Test::Cluster->new('src');
+$src->init;
+$src->append_conf('postgresql.conf', "shared_preload_libraries = 'distseq'");
+$src->start;
+$src->safe_psql('postgres', 'CREATE DATABASE app');
+$src->safe_psql('app',
+	"CREATE EXTENSION distseq;
+	 SELECT distseq_create('s', block_size => 10);
+	 SELECT distseq_create('t', block_size => 3, window_size => 50000, max_value => 2147483647);
+	 CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT distseq_nextval('s'), v text);");
+
+# Two clients draw while pg_dump runs; every value they print counts.  They
+# read and write files, so they run on their own while the test waits.
+my $sqlfile = $src->basedir . '/draw.sql';
+PostgreSQL::Test::Utils::append_to_file($sqlfile,
+	join('', map { "SELECT distseq_nextval('s'), distseq_nextval('t');\n" } 1 .. 20000));
+my @clients;
+for my $c (1 .. 2)
+{
+	my $outfile = $src->basedir . "/client$c.out";
+	my $h = IPC::Run::start([ 'psql', '-XAtq', '-d', $src->connstr('app') ],
+		'<', $sqlfile, '>', $outfile, '2>', $outfile . '.err');
+	push @clients, [ $h, $outfile ];
+}
+$src->poll_query_until('app',
+	"SELECT count(*) > 0 FROM distseq_blocks WHERE sequence_name = 's'")
+  or die "clients never started";
+
+$src->safe_psql('app', "INSERT INTO orders (v) SELECT 'x' FROM generate_series(1, 50)");
+my $dump = $src->basedir . '/app.dump';
+$src->command_ok([ 'pg_dump', '-Fc', '-f', $dump, '-d', $src->connstr('app') ],
+	'pg_dump while values are drawn');
+
+my (@s_values, @t_values);
+for my $c (@clients)
+{
+	$c->[0]->finish;
+	for my $line (split /\n/, slurp_file($c->[1]))
+	{
+		my ($s, $t) = split /\|/, $line;
+		push @s_values, $s;
+		push @t_values, $t;
+	}
+}
+cmp_ok(scalar(@s_values), '==', 40000, 'the clients drew all their values');
+
+# The source goes on after the dump: those values come from reservations the
+# dump does not know about.
+for my $line (split /\n/, $src->safe_psql('app',
+		"SELECT distseq_nextval('s'), distseq_nextval('t') FROM generate_series(1, 3000)"))
+{
+	my ($s, $t) = split /\|/, $line;
+	push @s_values, $s;
+	push @t_values, $t;
+}
+push @s_values, split /\n/, $src->safe_psql('app', 'SELECT id FROM orders');
+my %uniq = map { $_ => 1 } @s_values;
+is(scalar(keys %uniq), scalar(@s_values), 'source values are distinct');
+my $s_max = max(@s_values);
+my $t_max = max(@t_values);
+
+sub check_restored
+{
+	my ($node, $db, $what) = @_;
+	my @s = split /\n/, $node->safe_psql($db,
+		"SELECT distseq_nextval('s') FROM generate_series(1, 2000)");
+	my @t = split /\n/, $node->safe_psql($db,
+		"SELECT distseq_nextval('t') FROM generate_series(1, 2000)");
+	cmp_ok(min(@s), '>', $s_max, "$what: s continues above the source ($s_max)");
+	cmp_ok(min(@t), '>', $t_max, "$what: t continues above the source ($t_max)");
+	my @ids = split /\n/, $node->safe_psql($db,
+		"INSERT INTO orders (v) SELECT 'y' FROM generate_series(1, 100) RETURNING id");
+	cmp_ok(min(@ids), '>', $s_max, "$what: table defaults continue above the source");
+	is($node->safe_psql($db, "SELECT count(*) FROM orders WHERE v = 'x'"),
+		'50', "$what: the rows came along");
+	cmp_ok($node->safe_psql($db,
+			"SELECT values_lost FROM distseq_status WHERE sequence_name = 's'"),
+		'>', 0, "$what: the skipped values are counted");
+}
+
+# A fresh cluster.
+my $dst = PostgreSQL::Test::Cluster->new('dst');
+$dst->init;
+$dst->append_conf('postgresql.conf', "shared_preload_libraries = 'distseq'");
+$dst->start;
+$dst->safe_psql('postgres', 'CREATE DATABASE app');
+$dst->command_ok([ 'pg_restore', '-d', $dst->connstr('app'), $dump ],
+	'restore into a fresh cluster');
+check_restored($dst, 'app', 'fresh cluster');
+
+# Another database of the same cluster.
+$src->safe_psql('postgres', 'CREATE DATABASE app2');
+$src->command_ok([ 'pg_restore', '-d', $src->connstr('app2'), $dump ],
+	'restore into another database');
+check_restored($src, 'app2', 'other database');
+
+# Over the source itself, with --clean: the catalog goes back to the dump.
+$src->command_ok(
+	[ 'pg_restore', '--clean', '-d', $src->connstr('app'), $dump ],
+	'restore over the source database');
+check_restored($src, 'app', 'same database');
+
+$dst->stop;
+$src->stop;
+done_testing();
