@@ -9,6 +9,7 @@
 #include "postgres.h"
 
 #include "distseq.h"
+#include "compat.h"
 
 #include "miscadmin.h"
 #include "utils/guc.h"

@@ -18,6 +18,7 @@
 #include "postgres.h"
 
 #include "distseq.h"
+#include "compat.h"
 
 #include "access/xact.h"
 #include "miscadmin.h"
@@ -115,7 +116,7 @@ local_lookup(const char *name)
 		ctl.keysize = NAMEDATALEN;
 		ctl.entrysize = sizeof(LocalSeq);
 		local_seqs = hash_create("distseq local sequences", 16, &ctl,
-								 HASH_ELEM | HASH_STRINGS);
+								 HASH_ELEM | DISTSEQ_HASH_STRINGS);
 		CacheRegisterRelcacheCallback(local_invalidate, (Datum) 0);
 	}
 	memset(key, 0, sizeof(key));
@@ -188,14 +189,14 @@ nextval_setup(FunctionCallInfo fcinfo)
 	distseq_check_loaded();
 	ls = local_lookup(name_from_arg(fcinfo));
 
-	if (!ls->valid || ls->ready_lxid != MyProc->lxid)
+	if (!ls->valid || ls->ready_lxid != DISTSEQ_MY_LXID)
 	{
 		local_prepare(ls, ACL_USAGE | ACL_UPDATE);
 		ls->seq = distseq_seq_attach(ls->relid, ls->gen, ls->name,
 									 ls->block_size, ls->max_value);
 		distseq_backend_attach();
 		ls->block = distseq_my_block(ls->seq);
-		ls->ready_lxid = MyProc->lxid;
+		ls->ready_lxid = DISTSEQ_MY_LXID;
 	}
 
 	if (site == NULL)
@@ -238,7 +239,7 @@ distseq_nextval(PG_FUNCTION_ARGS)
 		PreventCommandIfReadOnly("distseq_nextval()");
 
 	if (likely(site != NULL && site->const_name &&
-			   site->ls->ready_lxid == MyProc->lxid))
+			   site->ls->ready_lxid == DISTSEQ_MY_LXID))
 		ls = site->ls;
 	else
 		ls = nextval_setup(fcinfo);

@@ -164,10 +164,7 @@ distseq_pool_next_block(DistseqSeq *seq, uint64 gen, int64 after,
 		{
 			block->gen = gen;
 			if (sleeping)
-			{
-				seq->waits++;
 				seq->wait_ms += (double) (GetCurrentTimestamp() - start) / 1000.0;
-			}
 			LWLockRelease(seq->lock);
 			if (sleeping)
 				ConditionVariableCancelSleep();
@@ -205,6 +202,9 @@ distseq_pool_next_block(DistseqSeq *seq, uint64 gen, int64 after,
 					 errmsg("could not refill distseq sequence \"%s\"", name),
 					 errdetail("The refill worker failed: %s", detail)));
 		}
+		/* counted when it starts: a cancelled wait counts too */
+		if (!sleeping)
+			seq->waits++;
 		LWLockRelease(seq->lock);
 
 		if (wake || sleeping)
@@ -223,7 +223,6 @@ distseq_pool_next_block(DistseqSeq *seq, uint64 gen, int64 after,
 		if (elapsed_ms >= distseq_refill_timeout)
 		{
 			LWLockAcquire(seq->lock, LW_EXCLUSIVE);
-			seq->waits++;
 			seq->wait_ms += elapsed_ms;
 			LWLockRelease(seq->lock);
 			ConditionVariableCancelSleep();

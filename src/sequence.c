@@ -14,6 +14,7 @@
 #include "postgres.h"
 
 #include "distseq.h"
+#include "compat.h"
 
 #include "access/htup_details.h"
 #include "catalog/pg_attribute.h"
@@ -127,7 +128,7 @@ distseq_create_for_column(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("\"%s\" is not a table", get_rel_name(relid))));
-	if (!pg_class_ownercheck(relid, GetUserId()))
+	if (!distseq_rel_ownercheck(relid, GetUserId()))
 		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, get_rel_name(relid));
 	if (get_attnum(relid, column) == InvalidAttrNumber)
 		ereport(ERROR,

@@ -14,9 +14,9 @@
 #include "postgres.h"
 
 #include "distseq.h"
+#include "compat.h"
 
 #include "miscadmin.h"
-#include "storage/backendid.h"
 #include "storage/ipc.h"
 #include "storage/shmem.h"
 #include "utils/lsyscache.h"
@@ -24,7 +24,9 @@
 
 DistseqShared *Distseq = NULL;
 
+#if PG_VERSION_NUM >= 150000
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
+#endif
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
 static bool backend_attached = false;
@@ -49,8 +51,10 @@ distseq_shmem_size(void)
 static void
 distseq_shmem_request(void)
 {
+#if PG_VERSION_NUM >= 150000
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
+#endif
 
 	RequestAddinShmemSpace(distseq_shmem_size());
 	RequestNamedLWLockTranche(DISTSEQ_TRANCHE, 1 + distseq_max_sequences);
@@ -107,8 +111,12 @@ distseq_shmem_startup(void)
 void
 distseq_shmem_init(void)
 {
+#if PG_VERSION_NUM >= 150000
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = distseq_shmem_request;
+#else
+	distseq_shmem_request();
+#endif
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = distseq_shmem_startup;
 }
@@ -274,9 +282,9 @@ distseq_forget_database(Oid dboid)
 static int
 my_slot(void)
 {
-	if (MyBackendId == InvalidBackendId || MyBackendId > MaxBackends)
+	if (!DISTSEQ_HAS_SLOT() || DISTSEQ_MY_SLOT >= MaxBackends)
 		elog(ERROR, "distseq: process has no backend slot");
-	return MyBackendId - 1;
+	return DISTSEQ_MY_SLOT;
 }
 
 /* Give back the unused rest of every block this backend holds. */

@@ -19,15 +19,41 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
+#include "utils/syscache.h"
 
 static bool
 may_see(Oid relid)
 {
-	bool		missing = false;
+	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
+		return false;
+	return pg_class_aclcheck(relid, GetUserId(),
+							 ACL_SELECT | ACL_USAGE | ACL_UPDATE) == ACLCHECK_OK;
+}
 
-	return pg_class_aclcheck_ext(relid, GetUserId(),
-								 ACL_SELECT | ACL_USAGE | ACL_UPDATE,
-								 &missing) == ACLCHECK_OK && !missing;
+/* a materialized result set, as InitMaterializedSRF() makes from 15 on */
+static void
+status_init_srf(FunctionCallInfo fcinfo)
+{
+#if PG_VERSION_NUM >= 150000
+	InitMaterializedSRF(fcinfo, 0);
+#else
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	MemoryContext oldcxt;
+	TupleDesc	tupdesc;
+
+	if (rsinfo == NULL || !IsA(rsinfo, ReturnSetInfo) ||
+		!(rsinfo->allowedModes & SFRM_Materialize))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("set-valued function called in context that cannot accept a set")));
+	oldcxt = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	rsinfo->returnMode = SFRM_Materialize;
+	rsinfo->setResult = tuplestore_begin_heap(true, false, work_mem);
+	rsinfo->setDesc = tupdesc;
+	MemoryContextSwitchTo(oldcxt);
+#endif
 }
 
 PG_FUNCTION_INFO_V1(distseq_pool_status);
@@ -38,7 +64,7 @@ distseq_pool_status(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 
 	distseq_check_loaded();
-	InitMaterializedSRF(fcinfo, 0);
+	status_init_srf(fcinfo);
 
 	for (int i = 0; i < distseq_max_sequences; i++)
 	{
@@ -91,7 +117,7 @@ distseq_block_status(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 
 	distseq_check_loaded();
-	InitMaterializedSRF(fcinfo, 0);
+	status_init_srf(fcinfo);
 
 	for (int i = 0; i < distseq_max_sequences; i++)
 	{

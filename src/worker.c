@@ -164,11 +164,23 @@ distseq_worker_stop(Oid dboid)
 	distseq_forget_database(dboid);
 }
 
+#if PG_VERSION_NUM >= 140000
+#define UTILITY_ARGS \
+	pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc
 static void
 distseq_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 					   bool readOnlyTree, ProcessUtilityContext context,
 					   ParamListInfo params, QueryEnvironment *queryEnv,
 					   DestReceiver *dest, QueryCompletion *qc)
+#else
+#define UTILITY_ARGS \
+	pstmt, queryString, context, params, queryEnv, dest, qc
+static void
+distseq_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
+					   ProcessUtilityContext context,
+					   ParamListInfo params, QueryEnvironment *queryEnv,
+					   DestReceiver *dest, QueryCompletion *qc)
+#endif
 {
 	if (IsA(pstmt->utilityStmt, DropdbStmt) && Distseq != NULL)
 	{
@@ -180,11 +192,9 @@ distseq_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 	}
 
 	if (prev_ProcessUtility)
-		prev_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
-							queryEnv, dest, qc);
+		prev_ProcessUtility(UTILITY_ARGS);
 	else
-		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
-								params, queryEnv, dest, qc);
+		standard_ProcessUtility(UTILITY_ARGS);
 }
 
 void

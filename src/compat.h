@@ -1,0 +1,45 @@
+/*-------------------------------------------------------------------------
+ *
+ * compat.h
+ *	  What differs between the PostgreSQL versions distseq builds on
+ *	  (13 to 17), in one place.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DISTSEQ_COMPAT_H
+#define DISTSEQ_COMPAT_H
+
+#include "storage/proc.h"
+
+/* this backend's slot number, 0-based */
+#if PG_VERSION_NUM >= 170000
+#define DISTSEQ_MY_SLOT			MyProcNumber
+#define DISTSEQ_HAS_SLOT()		(MyProcNumber != INVALID_PROC_NUMBER)
+#define DISTSEQ_MY_LXID			(MyProc->vxid.lxid)
+#else
+#include "storage/backendid.h"
+#define DISTSEQ_MY_SLOT			(MyBackendId - 1)
+#define DISTSEQ_HAS_SLOT()		(MyBackendId != InvalidBackendId)
+#define DISTSEQ_MY_LXID			(MyProc->lxid)
+#endif
+
+/* string keys are the default before 14 */
+#if PG_VERSION_NUM >= 140000
+#define DISTSEQ_HASH_STRINGS	HASH_STRINGS
+#else
+#define DISTSEQ_HASH_STRINGS	0
+#endif
+
+#if PG_VERSION_NUM >= 160000
+#define distseq_rel_ownercheck(relid, roleid) \
+	object_ownercheck(RelationRelationId, (relid), (roleid))
+#else
+#define distseq_rel_ownercheck(relid, roleid) \
+	pg_class_ownercheck((relid), (roleid))
+#endif
+
+#if PG_VERSION_NUM < 150000
+#define MarkGUCPrefixReserved(prefix)	EmitWarningsOnPlaceholders(prefix)
+#endif
+
+#endif							/* DISTSEQ_COMPAT_H */
