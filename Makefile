@@ -35,3 +35,6 @@ EXTRA_CLEAN = tmp_check tmp_check_iso output_iso results regression.diffs regres
 PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# every object depends on the shared layout
+$(OBJS): src/distseq.h src/compat.h

@@ -20,6 +20,7 @@ int			distseq_max_sequences = 128;
 int			distseq_default_block_size = 100;
 int			distseq_prefetch_threshold = 50;
 int			distseq_refill_timeout = 10000;
+int			distseq_segment_lifetime = 10000;
 
 void		_PG_init(void);
 
@@ -56,6 +57,13 @@ _PG_init(void)
 							&distseq_refill_timeout,
 							10000, 1, INT_MAX,
 							PGC_USERSET, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("distseq.segment_lifetime",
+							"Sets how long a segment should last: refills grow or shrink towards it.",
+							"A segment that lasted less than a quarter of this doubles, one that lasted more than four times this halves.",
+							&distseq_segment_lifetime,
+							10000, 1, INT_MAX / 4,
+							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
 	MarkGUCPrefixReserved("distseq");
 

@@ -33,12 +33,21 @@
 #include "storage/condition_variable.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
+#include "utils/timestamp.h"
 
 #define DISTSEQ_TRANCHE			"distseq"
 #define DISTSEQ_MAX_FRAGMENTS	8
 
-/* a segment is this many blocks */
-#define DISTSEQ_SEGMENT_BLOCKS	10
+/*
+ * A segment -- what one refill reserves -- starts at this many blocks and
+ * adapts to demand between the bounds: it doubles when the last one lasted
+ * less than a quarter of distseq.segment_lifetime and halves when it lasted
+ * more than four times that, so hot sequences refill rarely and cold ones
+ * leave little behind in a crash.
+ */
+#define DISTSEQ_SEGMENT_BLOCKS		10
+#define DISTSEQ_SEGMENT_MIN_BLOCKS	2
+#define DISTSEQ_SEGMENT_MAX_BLOCKS	1024
 
 /* A half-open range of values [lo, hi) */
 typedef struct DistseqRange
@@ -73,6 +82,7 @@ typedef struct DistseqSeq
 	int			nfrags;
 	DistseqRange frags[DISTSEQ_MAX_FRAGMENTS];	/* returned block rests */
 	int64		segment_size;
+	TimestampTz last_refill;	/* when the last refill was published */
 	bool		refill_pending; /* a refill is requested or in flight */
 	bool		exhausted;		/* no value is left to reserve */
 	bool		accounted;		/* crash losses counted since start */
@@ -130,6 +140,7 @@ extern int	distseq_max_sequences;
 extern int	distseq_default_block_size;
 extern int	distseq_prefetch_threshold;
 extern int	distseq_refill_timeout;
+extern int	distseq_segment_lifetime;
 
 /* src/shmem.c */
 extern DistseqShared *Distseq;

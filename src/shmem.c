@@ -244,6 +244,7 @@ distseq_seq_attach(Oid relid, uint64 gen, const char *name,
 	seq->pre.lo = seq->pre.hi = 0;
 	seq->nfrags = 0;
 	seq->segment_size = (int64) block_size * DISTSEQ_SEGMENT_BLOCKS;
+	seq->last_refill = 0;
 	seq->refill_pending = false;
 	seq->exhausted = false;
 	seq->accounted = false;

@@ -262,6 +262,27 @@ worker_refill_failed(DistseqSeq *seq, uint64 gen, const char *message)
 	ConditionVariableBroadcast(&seq->cv);
 }
 
+/*
+ * Size the next segment after how long the last one lasted.  Caller holds
+ * seq->lock.
+ */
+static void
+worker_adapt_segment(DistseqSeq *seq)
+{
+	int64		block = seq->block_size;
+	long		lasted_ms;
+
+	if (seq->last_refill == 0)
+		return;
+	lasted_ms = (long) ((GetCurrentTimestamp() - seq->last_refill) / 1000);
+	if (lasted_ms < distseq_segment_lifetime / 4)
+		seq->segment_size = Min(seq->segment_size * 2,
+								block * DISTSEQ_SEGMENT_MAX_BLOCKS);
+	else if (lasted_ms > (long) distseq_segment_lifetime * 4)
+		seq->segment_size = Max(seq->segment_size / 2,
+								block * DISTSEQ_SEGMENT_MIN_BLOCKS);
+}
+
 static void
 worker_refill(DistseqSeq *seq)
 {
@@ -275,7 +296,8 @@ worker_refill(DistseqSeq *seq)
 	bool		account;
 	DistseqRange r;
 
-	LWLockAcquire(seq->lock, LW_SHARED);
+	LWLockAcquire(seq->lock, LW_EXCLUSIVE);
+	worker_adapt_segment(seq);
 	gen = pg_atomic_read_u64(&seq->gen);
 	relid = seq->relid;
 	count = seq->segment_size;
@@ -332,6 +354,7 @@ worker_refill(DistseqSeq *seq)
 		else
 			seq->lost += skipped;
 		distseq_pool_publish(seq, r);
+		seq->last_refill = GetCurrentTimestamp();
 		seq->refills++;
 		seq->exhausted = RANGE_SIZE(r) == 0;
 		seq->refill_pending = false;
