@@ -192,10 +192,21 @@ nextval_setup(FunctionCallInfo fcinfo)
 	if (!ls->valid || ls->ready_lxid != DISTSEQ_MY_LXID)
 	{
 		local_prepare(ls, ACL_USAGE | ACL_UPDATE);
-		ls->seq = distseq_seq_attach(ls->relid, ls->gen, ls->name,
-									 ls->block_size, ls->max_value);
-		distseq_backend_attach();
-		ls->block = distseq_my_block(ls->seq);
+
+		/*
+		 * The entry found last time is still ours if it carries our identity:
+		 * entries are only recycled once their relation is gone, and we hold
+		 * a lock on ours.
+		 */
+		if (ls->seq == NULL ||
+			pg_atomic_read_u64(&ls->seq->gen) != ls->gen ||
+			ls->seq->relid != ls->relid || ls->seq->dboid != MyDatabaseId)
+		{
+			ls->seq = distseq_seq_attach(ls->relid, ls->gen, ls->name,
+										 ls->block_size, ls->max_value);
+			distseq_backend_attach();
+			ls->block = distseq_my_block(ls->seq);
+		}
 		ls->ready_lxid = DISTSEQ_MY_LXID;
 	}
 
