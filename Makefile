@@ -11,7 +11,7 @@ OBJS = \
 	src/status.o \
 	src/worker.o
 
-DATA = distseq--1.0.sql distseq--1.0--1.1.sql
+DATA = distseq--1.0.sql distseq--1.0--1.1.sql distseq--1.1--1.2.sql
 PGFILEDESC = "distseq - distributed integer sequences"
 
 PG_CPPFLAGS = -I$(srcdir)/src
@@ -20,7 +20,7 @@ ifeq ($(CI),true)
 PG_CFLAGS += -Werror
 endif
 
-REGRESS = distseq_upgrade distseq_basic distseq_errors
+REGRESS = distseq_upgrade distseq_basic distseq_errors distseq_stripes
 REGRESS_OPTS = --temp-config=$(srcdir)/test/distseq.conf --temp-instance=./tmp_check
 
 ISOLATION = concurrent_refill rollback_refill drop_recreate

@@ -30,4 +30,11 @@ WHERE sequence_name = 'upgraded' AND window_end - window_start = 40
   AND next_hi = window_end;
 SELECT has_function_privilege('public', 'distseq_rejoin(text)', 'EXECUTE') AS public_may_rejoin;
 
+-- and on to the newest version
+ALTER EXTENSION distseq UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'distseq';
+INSERT INTO seen SELECT distseq_nextval('upgraded') FROM generate_series(1, 100);
+SELECT count(*) AS drawn, count(DISTINCT v) AS distinct_values FROM seen;
+SELECT stripes, stripe FROM distseq_status WHERE sequence_name = 'upgraded';
+
 DROP EXTENSION distseq CASCADE;

@@ -71,13 +71,13 @@ catalog_leave(CatalogContext *cxt)
 }
 
 /*
- * The quoted name of the schema the extension's tables live in, and whether
- * the installed version records where each sequence was created (1.1 on;
- * a newer library must work with the catalog of an older version until
- * ALTER EXTENSION distseq UPDATE).
+ * The quoted name of the schema the extension's tables live in, and the
+ * minor number of the installed version: a newer library must work with the
+ * catalog of an older version until ALTER EXTENSION distseq UPDATE.  1.1
+ * records where each sequence was created, 1.2 adds striped sequences.
  */
 static const char *
-catalog_extension(bool *has_origin)
+catalog_extension(int *minor)
 {
 	Relation	rel;
 	ScanKeyData key;
@@ -98,9 +98,9 @@ catalog_extension(bool *has_origin)
 										   RelationGetDescr(rel), &isnull);
 
 		nspid = ((Form_pg_extension) GETSTRUCT(tup))->extnamespace;
-		if (has_origin)
-			*has_origin = !isnull &&
-				strcmp(TextDatumGetCString(version), "1.0") != 0;
+		if (minor && !isnull &&
+			sscanf(TextDatumGetCString(version), "1.%d", minor) != 1)
+			*minor = 0;
 	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
@@ -165,15 +165,17 @@ bool
 distseq_catalog_lookup(const char *name, DistseqDef *def)
 {
 	CatalogContext cxt;
-	const char *schema = distseq_catalog_schema();
+	int			minor = 0;
+	const char *schema = catalog_extension(&minor);
 	Oid			types[1] = {TEXTOID};
 	Datum		values[1];
 	bool		found;
 
 	values[0] = CStringGetTextDatum(name);
 	catalog_enter(&cxt);
-	found = catalog_exec(psprintf("SELECT seqrel::oid::int8, generation, block_size::int8, max_value"
-								  " FROM %s.distseq_sequences WHERE sequence_name = $1",
+	found = catalog_exec(psprintf("SELECT seqrel::oid::int8, generation, block_size::int8, max_value,"
+								  " %s FROM %s.distseq_sequences WHERE sequence_name = $1",
+								  minor >= 2 ? "stripes::int8, stripe::int8" : "1::int8, 0::int8",
 								  schema),
 						 1, types, values, SPI_OK_SELECT) == 1;
 	if (found)
@@ -182,6 +184,8 @@ distseq_catalog_lookup(const char *name, DistseqDef *def)
 		def->gen = (uint64) catalog_get_int8(0, 2);
 		def->block_size = (int32) catalog_get_int8(0, 3);
 		def->max_value = catalog_get_int8(0, 4);
+		def->stripes = (int32) catalog_get_int8(0, 5);
+		def->stripe = (int32) catalog_get_int8(0, 6);
 	}
 	catalog_leave(&cxt);
 	return found;
@@ -291,8 +295,9 @@ DistseqRange
 distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
 						int64 *issued, int64 *lost, int64 *skipped)
 {
-	bool		has_origin;
-	const char *schema = catalog_extension(&has_origin);
+	int			minor = 0;
+	const char *schema = catalog_extension(&minor);
+	bool		has_origin = minor >= 1;
 	Oid			types[4] = {INT8OID, INT8OID, INT8OID, INT8OID};
 	Datum		values[4];
 	char	   *name;
@@ -313,9 +318,10 @@ distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
 	if (catalog_exec(psprintf("SELECT sequence_name, generation, window_size,"
 							  " min_open_windows::int8, start_value, max_value,"
 							  " values_reserved - values_released - values_issued - values_lost,"
-							  " values_issued, values_lost, %s"
+							  " values_issued, values_lost, %s, %s"
 							  " FROM %s.distseq_sequences WHERE seqrel = $1::oid"
 							  " FOR NO KEY UPDATE",
+							  minor >= 2 ? "stripes::int8, stripe::int8" : "1::int8, 0::int8",
 							  has_origin ? "origin_system IS NOT NULL,"
 							  " origin_system = 0 OR origin_system <> $2"
 							  " OR origin_database <> $3::oid OR origin_relation <> $1::oid"
@@ -331,8 +337,10 @@ distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
 	name = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
 	window_size = catalog_get_int8(0, 3);
 	min_open = catalog_get_int8(0, 4);
-	start_value = catalog_get_int8(0, 5);
-	max_value = catalog_get_int8(0, 6);
+	/* windows count slots; see distseq_slots() */
+	distseq_slots(catalog_get_int8(0, 5), catalog_get_int8(0, 6),
+				  (int32) catalog_get_int8(0, 10), (int32) catalog_get_int8(0, 11),
+				  &start_value, &max_value);
 	if (account)
 	{
 		*issued = catalog_get_int8(0, 8);
@@ -345,10 +353,10 @@ distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
 		bool		isnull;
 		bool		known = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
 													   SPI_tuptable->tupdesc,
-													   10, &isnull));
+													   12, &isnull));
 		bool		moved = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
 													   SPI_tuptable->tupdesc,
-													   11, &isnull));
+													   13, &isnull));
 
 		if (known && moved)
 		{
@@ -485,12 +493,15 @@ distseq_catalog_release(Oid relid, uint64 gen, DistseqRange *ranges,
 void
 distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 					   int64 window_size, int64 start_value, int64 max_value,
-					   int32 min_open)
+					   int32 min_open, int32 stripes, int32 stripe)
 {
 	CatalogContext cxt;
-	bool		has_origin;
-	const char *schema = catalog_extension(&has_origin);
+	int			minor = 0;
+	const char *schema = catalog_extension(&minor);
+	bool		has_origin = minor >= 1;
 	const char *qname = quote_identifier(name);
+	int64		first_slot;
+	int64		last_slot;
 	Oid			types[8] = {TEXTOID, INT8OID, INT8OID, INT4OID, INT8OID,
 	INT4OID, INT8OID, INT8OID};
 	Datum		values[8];
@@ -536,6 +547,17 @@ distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 						  schema),
 				 8, types, values, SPI_OK_INSERT);
 
+	if (stripes != 1)
+	{
+		if (minor < 2)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("striped sequences need distseq 1.2"),
+					 errhint("Run ALTER EXTENSION distseq UPDATE.")));
+		catalog_exec(psprintf("UPDATE %s.distseq_sequences SET stripes = %d, stripe = %d"
+							  " WHERE sequence_name = $1", schema, stripes, stripe),
+					 1, types, values, SPI_OK_UPDATE);
+	}
 	if (has_origin)
 		catalog_exec(psprintf("UPDATE %s.distseq_sequences"
 							  " SET origin_system = %lld, origin_database = %u,"
@@ -545,8 +567,9 @@ distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 							  MyDatabaseId, relid, catalog_timeline()),
 					 1, types, values, SPI_OK_UPDATE);
 
+	distseq_slots(start_value, max_value, stripes, stripe, &first_slot, &last_slot);
 	catalog_ensure_windows(schema, name, window_size, min_open,
-						   start_value, max_value);
+						   first_slot, last_slot);
 	catalog_leave(&cxt);
 }
 

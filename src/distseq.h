@@ -73,6 +73,8 @@ typedef struct DistseqSeq
 	char		name[NAMEDATALEN];
 	int32		block_size;
 	int64		max_value;
+	int32		stripes;
+	int32		stripe;
 
 	/* the rest is protected by lock */
 	LWLock	   *lock;
@@ -101,7 +103,29 @@ typedef struct DistseqSeq
 	double		wait_ms;
 } DistseqSeq;
 
-/* A backend's block for one sequence: values next .. end - 1 */
+/* A sequence's definition, as read from the catalog */
+typedef struct DistseqDef
+{
+	Oid			relid;
+	uint64		gen;
+	int32		block_size;
+	int64		max_value;
+	int32		stripes;
+	int32		stripe;
+} DistseqDef;
+
+/*
+ * Windows, pools and blocks count slots, not values: slot s is the value
+ * s * stripes + stripe.  A sequence that is not striped has one stripe, and
+ * slots are values.
+ */
+#define DISTSEQ_VALUE(slot, stripes, stripe) \
+	((slot) * (int64) (stripes) + (stripe))
+
+extern void distseq_slots(int64 start_value, int64 max_value, int32 stripes,
+						  int32 stripe, int64 *first, int64 *last);
+
+/* A backend's block for one sequence: slots next .. end - 1 */
 typedef struct DistseqBlock
 {
 	uint64		gen;			/* sequence generation; 0 = empty */
@@ -147,7 +171,7 @@ extern DistseqShared *Distseq;
 extern void distseq_shmem_init(void);
 extern void distseq_check_loaded(void);
 extern DistseqSeq *distseq_seq_attach(Oid relid, uint64 gen, const char *name,
-									  int32 block_size, int64 max_value);
+									  const DistseqDef *def);
 extern DistseqSeq *distseq_seq_find(Oid dboid, Oid relid, uint64 gen);
 extern void distseq_forget_database(Oid dboid);
 extern void distseq_backend_attach(void);
@@ -169,20 +193,14 @@ extern void distseq_worker_stop(Oid dboid);
 extern PGDLLEXPORT void distseq_worker_main(Datum main_arg);
 
 /* src/catalog.c */
-typedef struct DistseqDef
-{
-	Oid			relid;
-	uint64		gen;
-	int32		block_size;
-	int64		max_value;
-} DistseqDef;
+
 
 extern const char *distseq_catalog_schema(void);
 extern bool distseq_catalog_lookup(const char *name, DistseqDef *def);
 extern void distseq_catalog_create(const char *name, Oid owner,
 								   int32 block_size, int64 window_size,
 								   int64 start_value, int64 max_value,
-								   int32 min_open);
+								   int32 min_open, int32 stripes, int32 stripe);
 extern void distseq_catalog_column_bounds(Oid relid, const char *column,
 										  int64 *max_in_use, int64 *type_max);
 extern DistseqRange distseq_catalog_reserve(Oid relid, uint64 gen, int64 count,

@@ -38,13 +38,12 @@ typedef struct LocalSeq
 	bool		valid;			/* relid and gen are current */
 	Oid			relid;
 	uint64		gen;
-	int32		block_size;
-	int64		max_value;
+	DistseqDef	def;
 	DistseqBlock *block;		/* this backend's block in shared memory */
 	DistseqSeq *seq;
 	LocalTransactionId ready_lxid;	/* locked and checked in this xact */
 	uint64		last_gen;		/* generation of last, 0 if none */
-	int64		last;			/* last value this session got */
+	int64		last;			/* slot of the last value this session got */
 } LocalSeq;
 
 typedef struct CallSite
@@ -153,8 +152,7 @@ local_prepare(LocalSeq *ls, AclMode mode)
 						 errhint("Create it with distseq_create().")));
 			ls->relid = def.relid;
 			ls->gen = def.gen;
-			ls->block_size = def.block_size;
-			ls->max_value = def.max_value;
+			ls->def = def;
 			ls->valid = true;
 		}
 
@@ -202,8 +200,7 @@ nextval_setup(FunctionCallInfo fcinfo)
 			pg_atomic_read_u64(&ls->seq->gen) != ls->gen ||
 			ls->seq->relid != ls->relid || ls->seq->dboid != MyDatabaseId)
 		{
-			ls->seq = distseq_seq_attach(ls->relid, ls->gen, ls->name,
-										 ls->block_size, ls->max_value);
+			ls->seq = distseq_seq_attach(ls->relid, ls->gen, ls->name, &ls->def);
 			distseq_backend_attach();
 			ls->block = distseq_my_block(ls->seq);
 		}
@@ -240,7 +237,7 @@ distseq_nextval(PG_FUNCTION_ARGS)
 	CallSite   *site = (CallSite *) fcinfo->flinfo->fn_extra;
 	LocalSeq   *ls;
 	DistseqBlock *blk;
-	int64		value;
+	int64		slot;
 
 	/*
 	 * As native nextval; checked on every call, since SET TRANSACTION READ
@@ -257,13 +254,13 @@ distseq_nextval(PG_FUNCTION_ARGS)
 
 	blk = ls->block;
 	if (likely(blk->gen == ls->gen && blk->next < blk->end))
-		value = blk->next++;
+		slot = blk->next++;
 	else
-		value = nextval_refill(ls);
+		slot = nextval_refill(ls);
 
-	ls->last = value;
+	ls->last = slot;
 	ls->last_gen = ls->gen;
-	PG_RETURN_INT64(value);
+	PG_RETURN_INT64(DISTSEQ_VALUE(slot, ls->def.stripes, ls->def.stripe));
 }
 
 PG_FUNCTION_INFO_V1(distseq_currval);
@@ -282,5 +279,5 @@ distseq_currval(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("currval of distseq sequence \"%s\" is not yet defined in this session",
 						ls->name)));
-	PG_RETURN_INT64(ls->last);
+	PG_RETURN_INT64(DISTSEQ_VALUE(ls->last, ls->def.stripes, ls->def.stripe));
 }

@@ -41,8 +41,12 @@ check_positive(int64 value, const char *what)
 /* Check the arguments common to both creators and create the sequence */
 static void
 create_sequence(const char *name, int32 block_size, int64 window_size,
-				int64 start_value, int64 max_value, int32 min_open)
+				int64 start_value, int64 max_value, int32 min_open,
+				int32 stripes, int32 stripe)
 {
+	int64		first;
+	int64		last;
+
 	distseq_check_name(name);
 	check_positive(block_size, "block_size");
 	check_positive(window_size, "window_size");
@@ -57,8 +61,21 @@ create_sequence(const char *name, int32 block_size, int64 window_size,
 				 errmsg("start_value (" INT64_FORMAT ") cannot be greater than max_value (" INT64_FORMAT ")",
 						start_value, max_value)));
 
+	check_positive(stripes, "stripes");
+	if (stripe < 0 || stripe >= stripes)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("stripe must be between 0 and stripes - 1 (%d)", stripes - 1),
+				 errdetail("The value given was %d.", stripe)));
+	distseq_slots(start_value, max_value, stripes, stripe, &first, &last);
+	if (first > last)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("no value from start_value to max_value is in stripe %d of %d",
+						stripe, stripes)));
+
 	distseq_catalog_create(name, GetUserId(), block_size, window_size,
-						   start_value, max_value, min_open);
+						   start_value, max_value, min_open, stripes, stripe);
 }
 
 static bool
@@ -73,6 +90,29 @@ column_is_identity(Oid relid, const char *column)
 		ReleaseSysCache(tup);
 	}
 	return identity;
+}
+
+/*
+ * The slots of a sequence: slot s is the value s * stripes + stripe, and
+ * [*first, *last] are the slots whose values lie in [start_value,
+ * max_value].  *first > *last when there is none.
+ */
+void
+distseq_slots(int64 start_value, int64 max_value, int32 stripes, int32 stripe,
+			  int64 *first, int64 *last)
+{
+	int64		from;
+	int64		to;
+
+	/* nobody starts that low; keep the subtraction from overflowing */
+	start_value = Max(start_value, PG_INT64_MIN + stripes);
+	max_value = Max(max_value, PG_INT64_MIN + stripes);
+	from = start_value - stripe;
+	to = max_value - stripe;
+
+	/* rounding towards the inside of the range, for negative values too */
+	*first = from / stripes + ((from % stripes > 0) ? 1 : 0);
+	*last = to / stripes - ((to % stripes < 0) ? 1 : 0);
 }
 
 #define ARG_OR(n, getter, dflt)	(PG_ARGISNULL(n) ? (dflt) : getter(n))
@@ -93,7 +133,10 @@ distseq_create(PG_FUNCTION_ARGS)
 					ARG_OR(2, PG_GETARG_INT64, 100000),
 					ARG_OR(3, PG_GETARG_INT64, 1),
 					ARG_OR(4, PG_GETARG_INT64, DISTSEQ_MAX_VALUE),
-					ARG_OR(5, PG_GETARG_INT32, 2));
+					ARG_OR(5, PG_GETARG_INT32, 2),
+	/* the 1.0 and 1.1 definitions have no stripes */
+					PG_NARGS() > 6 ? ARG_OR(6, PG_GETARG_INT32, 1) : 1,
+					PG_NARGS() > 7 ? ARG_OR(7, PG_GETARG_INT32, 0) : 0);
 	PG_RETURN_VOID();
 }
 
@@ -162,7 +205,8 @@ distseq_create_for_column(PG_FUNCTION_ARGS)
 					ARG_OR(4, PG_GETARG_INT64, 100000),
 					Max(max_in_use + 1, 1),
 					max_value,
-					ARG_OR(6, PG_GETARG_INT32, 2));
+					ARG_OR(6, PG_GETARG_INT32, 2),
+					1, 0);
 
 	/* as the caller, who owns the table */
 	if (SPI_connect() != SPI_OK_CONNECT)

@@ -190,7 +190,7 @@ seq_free_locked(DistseqSeq *seq)
  */
 DistseqSeq *
 distseq_seq_attach(Oid relid, uint64 gen, const char *name,
-				   int32 block_size, int64 max_value)
+				   const DistseqDef *def)
 {
 	DistseqSeq *seq;
 	DistseqSeq *free_seq = NULL;
@@ -238,12 +238,14 @@ distseq_seq_attach(Oid relid, uint64 gen, const char *name,
 	seq->dboid = MyDatabaseId;
 	seq->relid = relid;
 	strlcpy(seq->name, name, NAMEDATALEN);
-	seq->block_size = block_size;
-	seq->max_value = max_value;
+	seq->block_size = def->block_size;
+	seq->max_value = def->max_value;
+	seq->stripes = def->stripes;
+	seq->stripe = def->stripe;
 	seq->cur.lo = seq->cur.hi = 0;
 	seq->pre.lo = seq->pre.hi = 0;
 	seq->nfrags = 0;
-	seq->segment_size = (int64) block_size * DISTSEQ_SEGMENT_BLOCKS;
+	seq->segment_size = (int64) def->block_size * DISTSEQ_SEGMENT_BLOCKS;
 	seq->last_refill = 0;
 	seq->refill_pending = false;
 	seq->exhausted = false;

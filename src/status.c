@@ -56,6 +56,9 @@ status_init_srf(FunctionCallInfo fcinfo)
 #endif
 }
 
+/* pools and blocks hold slots; the views show values */
+#define VALUE_OF(seq, slot)	DISTSEQ_VALUE((slot), (seq).stripes, (seq).stripe)
+
 PG_FUNCTION_INFO_V1(distseq_pool_status);
 
 Datum
@@ -89,11 +92,11 @@ distseq_pool_status(PG_FUNCTION_ARGS)
 		values[0] = ObjectIdGetDatum(copy.relid);
 		values[1] = Int64GetDatum((int64) gen);
 		values[2] = Int64GetDatum(copy.segment_size);
-		values[3] = Int64GetDatum(copy.cur.lo);
-		values[4] = Int64GetDatum(copy.cur.hi);
+		values[3] = Int64GetDatum(VALUE_OF(copy, copy.cur.lo));
+		values[4] = Int64GetDatum(VALUE_OF(copy, copy.cur.hi - 1) + 1);
 		nulls[3] = nulls[4] = RANGE_SIZE(copy.cur) == 0;
-		values[5] = Int64GetDatum(copy.pre.lo);
-		values[6] = Int64GetDatum(copy.pre.hi);
+		values[5] = Int64GetDatum(VALUE_OF(copy, copy.pre.lo));
+		values[6] = Int64GetDatum(VALUE_OF(copy, copy.pre.hi - 1) + 1);
 		nulls[5] = nulls[6] = RANGE_SIZE(copy.pre) == 0;
 		values[7] = Int64GetDatum(returned);
 		values[8] = BoolGetDatum(copy.refill_pending);
@@ -140,8 +143,8 @@ distseq_block_status(PG_FUNCTION_ARGS)
 			values[0] = Int32GetDatum(pid);
 			values[1] = ObjectIdGetDatum(relid);
 			values[2] = Int64GetDatum((int64) gen);
-			values[3] = Int64GetDatum(blk.next);
-			values[4] = Int64GetDatum(blk.end);
+			values[3] = Int64GetDatum(VALUE_OF(*seq, blk.next));
+			values[4] = Int64GetDatum(VALUE_OF(*seq, blk.end - 1) + 1);
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 		}
 	}
