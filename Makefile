@@ -9,18 +9,23 @@ OBJS = \
 	src/sequence.o \
 	src/catalog.o \
 	src/status.o \
-	src/worker.o
+	src/worker.o \
+	src/remote.o \
+	src/member.o \
+	src/agent.o
 
-DATA = distseq--1.0.sql distseq--1.0--1.1.sql distseq--1.1--1.2.sql
+DATA = distseq--1.0.sql distseq--1.0--1.1.sql distseq--1.1--1.2.sql \
+	distseq--1.2--1.3.sql
 PGFILEDESC = "distseq - distributed integer sequences"
 
-PG_CPPFLAGS = -I$(srcdir)/src
+PG_CPPFLAGS = -I$(srcdir)/src -I$(libpq_srcdir)
+SHLIB_LINK_INTERNAL = $(libpq)
 PG_CFLAGS = -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -Wno-missing-field-initializers
 ifeq ($(CI),true)
 PG_CFLAGS += -Werror
 endif
 
-REGRESS = distseq_upgrade distseq_basic distseq_errors distseq_stripes
+REGRESS = distseq_upgrade distseq_basic distseq_errors distseq_stripes distseq_privileges distseq_fuzz
 REGRESS_OPTS = --temp-config=$(srcdir)/test/distseq.conf --temp-instance=./tmp_check
 
 ISOLATION = concurrent_refill rollback_refill drop_recreate
