@@ -120,6 +120,16 @@ distseq_catalog_schema(void)
 	return catalog_extension(NULL);
 }
 
+/* Does the installed version know about peers (1.3 on)? */
+bool
+distseq_catalog_multinode(void)
+{
+	int			minor = 0;
+
+	(void) catalog_extension(&minor);
+	return minor >= 3;
+}
+
 /*
  * The timeline this server writes WAL on.  A new one begins when a standby
  * is promoted or a point-in-time recovery ends: the catalog may then lag
@@ -196,18 +206,26 @@ distseq_catalog_lookup(const char *name, DistseqDef *def)
  * highest window the sequence ever had.  Needs an SPI connection.
  */
 static void
-catalog_ensure_windows(const char *schema, const char *name, int64 window_size,
-					   int64 min_open, int64 start_value, int64 max_value)
+catalog_ensure_windows(const char *schema, int minor, const char *name,
+					   int64 window_size, int64 min_open, int64 start_value,
+					   int64 max_value)
 {
 	Oid			types[3] = {TEXTOID, INT8OID, INT8OID};
 	Datum		values[3];
 	int64		open;
 	int64		top;
 
+	/* with peers, windows come only from the agent's majority protocol */
+	if (minor >= 3 && distseq_has_peers(schema))
+		return;
+
 	values[0] = CStringGetTextDatum(name);
 	catalog_exec(psprintf("SELECT count(*) FILTER (WHERE next_hi < window_end),"
-						  " COALESCE(max(window_end), $2)"
+						  " GREATEST(COALESCE(max(window_end), $2), %s)"
 						  " FROM %s.distseq_windows WHERE sequence_name = $1",
+						  minor >= 3 ?
+						  psprintf("(SELECT hwm FROM %s.distseq_sequences WHERE sequence_name = $1)",
+								   schema) : "NULL",
 						  schema),
 				 2, types, (Datum[]) {values[0], Int64GetDatum(start_value)},
 				 SPI_OK_SELECT);
@@ -216,7 +234,7 @@ catalog_ensure_windows(const char *schema, const char *name, int64 window_size,
 
 	while (open < min_open && top <= max_value)
 	{
-		int64		end = top + Min(window_size, max_value - top + 1);
+		int64		end = top + distseq_room(top, max_value, window_size);
 
 		values[1] = Int64GetDatum(top);
 		values[2] = Int64GetDatum(end);
@@ -226,6 +244,15 @@ catalog_ensure_windows(const char *schema, const char *name, int64 window_size,
 					 3, types, values, SPI_OK_INSERT);
 		open++;
 		top = end;
+	}
+	/* a majority of one: this node's mark is the top */
+	if (minor >= 3)
+	{
+		values[1] = Int64GetDatum(top);
+		catalog_exec(psprintf("UPDATE %s.distseq_sequences SET hwm = $2"
+							  " WHERE sequence_name = $1 AND hwm IS DISTINCT FROM $2",
+							  schema),
+					 2, types, values, SPI_OK_UPDATE);
 	}
 }
 
@@ -271,7 +298,9 @@ catalog_rejoin(const char *schema, const char *name, int64 window_size,
 		return skipped;
 
 	/* the skipped values stay on record as one closed window */
-	margin = Min(max_value - top + 1, window_size * min_open);
+	margin = distseq_room(top, max_value,
+						  window_size > PG_INT64_MAX / min_open ? PG_INT64_MAX :
+						  window_size * min_open);
 	values[1] = Int64GetDatum(top);
 	values[2] = Int64GetDatum(top + margin);
 	catalog_exec(psprintf("INSERT INTO %s.distseq_windows"
@@ -293,7 +322,8 @@ catalog_rejoin(const char *schema, const char *name, int64 window_size,
  */
 DistseqRange
 distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
-						int64 *issued, int64 *lost, int64 *skipped)
+						int64 *issued, int64 *lost, int64 *skipped,
+						bool *need_windows)
 {
 	int			minor = 0;
 	const char *schema = catalog_extension(&minor);
@@ -307,6 +337,7 @@ distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
 				max_value;
 	DistseqRange r = {0, 0};
 
+	*need_windows = false;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 
@@ -375,7 +406,7 @@ distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
 					 4, types, values, SPI_OK_UPDATE);
 	}
 
-	catalog_ensure_windows(schema, name, window_size, min_open,
+	catalog_ensure_windows(schema, minor, name, window_size, min_open,
 						   start_value, max_value);
 
 	types[0] = TEXTOID;
@@ -390,7 +421,7 @@ distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
 		int64		window_start = catalog_get_int8(0, 1);
 
 		r.lo = catalog_get_int8(0, 2);
-		r.hi = r.lo + Min(count, catalog_get_int8(0, 3) - r.lo);
+		r.hi = r.lo + distseq_room(r.lo, catalog_get_int8(0, 3) - 1, count);
 		values[1] = Int64GetDatum(window_start);
 		values[2] = Int64GetDatum(r.hi);
 		catalog_exec(psprintf("UPDATE %s.distseq_windows SET next_hi = $3"
@@ -399,8 +430,13 @@ distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
 					 3, types, values, SPI_OK_UPDATE);
 
 		/* the reservation may have closed a window: open the next one */
-		catalog_ensure_windows(schema, name, window_size, min_open,
+		catalog_ensure_windows(schema, minor, name, window_size, min_open,
 							   start_value, max_value);
+	}
+	else if (minor >= 3 && distseq_has_peers(schema))
+	{
+		/* not exhausted, unless the marks say so: the agent must find more */
+		*need_windows = true;
 	}
 
 	types[0] = INT8OID;
@@ -568,7 +604,7 @@ distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 					 1, types, values, SPI_OK_UPDATE);
 
 	distseq_slots(start_value, max_value, stripes, stripe, &first_slot, &last_slot);
-	catalog_ensure_windows(schema, name, window_size, min_open,
+	catalog_ensure_windows(schema, minor, name, window_size, min_open,
 						   first_slot, last_slot);
 	catalog_leave(&cxt);
 }

@@ -42,4 +42,12 @@
 #define MarkGUCPrefixReserved(prefix)	EmitWarningsOnPlaceholders(prefix)
 #endif
 
+/* a random number in [0, 1) */
+#if PG_VERSION_NUM >= 150000
+#include "common/pg_prng.h"
+#define DISTSEQ_RANDOM_FRACTION()	pg_prng_double(&pg_global_prng_state)
+#else
+#define DISTSEQ_RANDOM_FRACTION()	((double) random() / ((double) MAX_RANDOM_VALUE + 1))
+#endif
+
 #endif							/* DISTSEQ_COMPAT_H */

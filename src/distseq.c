@@ -21,6 +21,8 @@ int			distseq_default_block_size = 100;
 int			distseq_prefetch_threshold = 50;
 int			distseq_refill_timeout = 10000;
 int			distseq_segment_lifetime = 10000;
+int			distseq_remote_timeout = 5000;
+int			distseq_agent_interval = 10000;
 
 void		_PG_init(void);
 
@@ -63,6 +65,20 @@ _PG_init(void)
 							"A segment that lasted less than a quarter of this doubles, one that lasted more than four times this halves.",
 							&distseq_segment_lifetime,
 							10000, 1, INT_MAX / 4,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("distseq.remote_timeout",
+							"Sets how long a connection to a peer, or one command on it, may take.",
+							NULL,
+							&distseq_remote_timeout,
+							5000, 10, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("distseq.agent_interval",
+							"Sets how often the agent keeps windows open on a node with peers.",
+							NULL,
+							&distseq_agent_interval,
+							10000, 100, INT_MAX,
 							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
 	MarkGUCPrefixReserved("distseq");

@@ -29,6 +29,7 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "nodes/pg_list.h"
 #include "port/atomics.h"
 #include "storage/condition_variable.h"
 #include "storage/latch.h"
@@ -124,6 +125,10 @@ typedef struct DistseqDef
 
 extern void distseq_slots(int64 start_value, int64 max_value, int32 stripes,
 						  int32 stripe, int64 *first, int64 *last);
+extern int64 distseq_room(int64 top, int64 last, int64 size);
+
+/* windows are all made at once: keep that bounded */
+#define DISTSEQ_MAX_OPEN_WINDOWS	1000
 
 /* A backend's block for one sequence: slots next .. end - 1 */
 typedef struct DistseqBlock
@@ -148,6 +153,13 @@ typedef struct DistseqDbWorker
 	bool		stop;			/* exit for good, the database goes away */
 	int			pid;			/* running worker, 0 if none */
 	Latch	   *latch;
+
+	/* distseq_maintain() asks for an agent pass and waits for its end */
+	uint64		agent_requested;
+	uint64		agent_done;
+	char		agent_error[256];	/* why the last pass failed, or "" */
+	char		agent_detail[512];
+	ConditionVariable agent_cv;
 } DistseqDbWorker;
 
 typedef struct DistseqShared
@@ -165,6 +177,8 @@ extern int	distseq_default_block_size;
 extern int	distseq_prefetch_threshold;
 extern int	distseq_refill_timeout;
 extern int	distseq_segment_lifetime;
+extern int	distseq_remote_timeout;
+extern int	distseq_agent_interval;
 
 /* src/shmem.c */
 extern DistseqShared *Distseq;
@@ -186,16 +200,65 @@ extern void distseq_pool_publish(DistseqSeq *seq, DistseqRange range);
 extern void distseq_pool_take_all(DistseqSeq *seq, DistseqRange *ranges,
 								  int *nranges);
 
+/* src/remote.c */
+typedef struct RemoteConn RemoteConn;
+typedef struct pg_result PGresult;
+extern RemoteConn *distseq_remote_get(Oid serverid, Oid userid);
+extern PGresult *distseq_remote_exec(RemoteConn *rc, const char *sql,
+									 int nparams, const char *const *params);
+extern const char *distseq_remote_schema(RemoteConn *rc);
+extern void distseq_remote_close_all(void);
+extern bool distseq_remote_try(void (*fn) (void *), void *arg, char **error);
+
+/* src/member.c */
+typedef struct DistseqNodeState
+{
+	int64		node_id;
+	int64		epoch;
+	int64		epoch_id;
+	int			nmembers;
+	int64	   *members;
+} DistseqNodeState;
+
+typedef struct DistseqPeer
+{
+	int64		node_id;
+	Oid			serverid;
+	Oid			added_by;
+	char		name[NAMEDATALEN];
+} DistseqPeer;
+
+extern bool distseq_has_peers(const char *schema);
+extern void distseq_node_state(const char *schema, DistseqNodeState *state);
+extern DistseqPeer *distseq_peer_of(const char *schema, int64 node_id);
+extern RemoteConn *distseq_peer_connect(DistseqPeer *peer);
+extern char *distseq_hwm_expr(const char *schema);
+extern bool distseq_member_cas(const char *schema, Datum name, int64 epoch,
+							   int64 epoch_id, int64 expected, int64 new_hwm);
+
+/* src/agent.c */
+typedef struct DistseqAgentResult
+{
+	char	   *sequence_name;
+	int			windows_created;
+	int64		open_windows;
+} DistseqAgentResult;
+
+extern void distseq_agent_run(void);
+
 /* src/worker.c */
+extern bool distseq_worker_stopping(void);
 extern void distseq_worker_init(void);
 extern void distseq_worker_wake(Oid dboid);
 extern void distseq_worker_stop(Oid dboid);
+extern void distseq_worker_agent_pass(Oid dboid);
 extern PGDLLEXPORT void distseq_worker_main(Datum main_arg);
 
 /* src/catalog.c */
 
 
 extern const char *distseq_catalog_schema(void);
+extern bool distseq_catalog_multinode(void);
 extern bool distseq_catalog_lookup(const char *name, DistseqDef *def);
 extern void distseq_catalog_create(const char *name, Oid owner,
 								   int32 block_size, int64 window_size,
@@ -205,7 +268,8 @@ extern void distseq_catalog_column_bounds(Oid relid, const char *column,
 										  int64 *max_in_use, int64 *type_max);
 extern DistseqRange distseq_catalog_reserve(Oid relid, uint64 gen, int64 count,
 											bool account, int64 *issued,
-											int64 *lost, int64 *skipped);
+											int64 *lost, int64 *skipped,
+											bool *need_windows);
 extern int64 distseq_catalog_release(Oid relid, uint64 gen,
 									 DistseqRange *ranges, int nranges,
 									 int64 issued, int64 lost);

@@ -21,6 +21,7 @@
 #include "compat.h"
 
 #include "access/xact.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
 #include "storage/proc.h"
@@ -42,6 +43,7 @@ typedef struct LocalSeq
 	DistseqBlock *block;		/* this backend's block in shared memory */
 	DistseqSeq *seq;
 	LocalTransactionId ready_lxid;	/* locked and checked in this xact */
+	Oid			ready_user;		/* ... for this role */
 	uint64		last_gen;		/* generation of last, 0 if none */
 	int64		last;			/* slot of the last value this session got */
 } LocalSeq;
@@ -97,7 +99,7 @@ distseq_check_name(const char *name)
 		ereport(ERROR,
 				(errcode(ERRCODE_NAME_TOO_LONG),
 				 errmsg("distseq sequence name \"%.*s...\" is too long",
-						NAMEDATALEN - 1, name),
+						pg_mbcliplen(name, strlen(name), NAMEDATALEN - 1), name),
 				 errdetail("Names are limited to %d bytes.", NAMEDATALEN - 1)));
 }
 
@@ -187,7 +189,8 @@ nextval_setup(FunctionCallInfo fcinfo)
 	distseq_check_loaded();
 	ls = local_lookup(name_from_arg(fcinfo));
 
-	if (!ls->valid || ls->ready_lxid != DISTSEQ_MY_LXID)
+	if (!ls->valid || ls->ready_lxid != DISTSEQ_MY_LXID ||
+		ls->ready_user != GetUserId())
 	{
 		local_prepare(ls, ACL_USAGE | ACL_UPDATE);
 
@@ -205,6 +208,7 @@ nextval_setup(FunctionCallInfo fcinfo)
 			ls->block = distseq_my_block(ls->seq);
 		}
 		ls->ready_lxid = DISTSEQ_MY_LXID;
+		ls->ready_user = GetUserId();
 	}
 
 	if (site == NULL)
@@ -247,7 +251,8 @@ distseq_nextval(PG_FUNCTION_ARGS)
 		PreventCommandIfReadOnly("distseq_nextval()");
 
 	if (likely(site != NULL && site->const_name &&
-			   site->ls->ready_lxid == DISTSEQ_MY_LXID))
+			   site->ls->ready_lxid == DISTSEQ_MY_LXID &&
+			   site->ls->ready_user == GetUserId()))
 		ls = site->ls;
 	else
 		ls = nextval_setup(fcinfo);

@@ -51,6 +51,10 @@ create_sequence(const char *name, int32 block_size, int64 window_size,
 	check_positive(block_size, "block_size");
 	check_positive(window_size, "window_size");
 	check_positive(min_open, "min_open_windows");
+	if (min_open > DISTSEQ_MAX_OPEN_WINDOWS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("min_open_windows must be at most %d", DISTSEQ_MAX_OPEN_WINDOWS)));
 	if (max_value > DISTSEQ_MAX_VALUE)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -62,6 +66,11 @@ create_sequence(const char *name, int32 block_size, int64 window_size,
 						start_value, max_value)));
 
 	check_positive(stripes, "stripes");
+	if (start_value < PG_INT64_MIN + stripes || max_value < PG_INT64_MIN + stripes)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("start_value and max_value must be at least " INT64_FORMAT,
+						PG_INT64_MIN + stripes)));
 	if (stripe < 0 || stripe >= stripes)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -101,18 +110,30 @@ void
 distseq_slots(int64 start_value, int64 max_value, int32 stripes, int32 stripe,
 			  int64 *first, int64 *last)
 {
-	int64		from;
-	int64		to;
-
-	/* nobody starts that low; keep the subtraction from overflowing */
-	start_value = Max(start_value, PG_INT64_MIN + stripes);
-	max_value = Max(max_value, PG_INT64_MIN + stripes);
-	from = start_value - stripe;
-	to = max_value - stripe;
+	/* create_sequence() keeps both bounds >= PG_INT64_MIN + stripes */
+	int64		from = start_value - stripe;
+	int64		to = max_value - stripe;
 
 	/* rounding towards the inside of the range, for negative values too */
 	*first = from / stripes + ((from % stripes > 0) ? 1 : 0);
 	*last = to / stripes - ((to % stripes < 0) ? 1 : 0);
+}
+
+/*
+ * How many slots from "top" up to "last" (inclusive), at most "size"; no
+ * overflow whatever the bounds.
+ */
+int64
+distseq_room(int64 top, int64 last, int64 size)
+{
+	uint64		room;
+
+	if (top > last || size <= 0)
+		return 0;
+	room = (uint64) last - (uint64) top + 1;
+	if (room == 0)				/* the whole range of int64 */
+		return size;
+	return (uint64) size < room ? size : (int64) Min(room, (uint64) PG_INT64_MAX);
 }
 
 #define ARG_OR(n, getter, dflt)	(PG_ARGISNULL(n) ? (dflt) : getter(n))
@@ -166,6 +187,10 @@ distseq_create_for_column(PG_FUNCTION_ARGS)
 				 errmsg("table and column must not be null")));
 	relid = PG_GETARG_OID(0);
 	column = NameStr(*PG_GETARG_NAME(1));
+	if (get_rel_name(relid) == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
 	relkind = get_rel_relkind(relid);
 	if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE)
 		ereport(ERROR,
@@ -194,6 +219,11 @@ distseq_create_for_column(PG_FUNCTION_ARGS)
 
 	distseq_catalog_column_bounds(relid, column, &max_in_use, &type_max);
 	max_value = ARG_OR(5, PG_GETARG_INT64, type_max);
+	if (max_value > type_max)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_value " INT64_FORMAT " does not fit column \"%s\"", max_value, column),
+				 errdetail("Its type holds values up to " INT64_FORMAT ".", type_max)));
 	if (max_in_use >= max_value)
 		ereport(ERROR,
 				(errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),

@@ -31,6 +31,7 @@
 
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "executor/spi.h"
 #include "commands/dbcommands.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -48,6 +49,9 @@
 #include "utils/snapmgr.h"
 
 static volatile sig_atomic_t got_sigterm = false;
+static TimestampTz last_agent_run = 0;
+
+static bool worker_agent_pass(void);
 static DistseqDbWorker *my_worker = NULL;
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 
@@ -110,6 +114,7 @@ distseq_worker_wake(Oid dboid)
 		}
 		memset(w, 0, sizeof(DistseqDbWorker));
 		w->dboid = dboid;
+		ConditionVariableInit(&w->agent_cv);
 	}
 	if (w->latch)
 		SetLatch(w->latch);
@@ -204,6 +209,13 @@ distseq_worker_init(void)
 	ProcessUtility_hook = distseq_ProcessUtility;
 }
 
+/* Should a long wait (on a peer) give up now? */
+bool
+distseq_worker_stopping(void)
+{
+	return got_sigterm || (my_worker != NULL && my_worker->stop);
+}
+
 static void
 worker_sigterm(SIGNAL_ARGS)
 {
@@ -283,28 +295,17 @@ worker_adapt_segment(DistseqSeq *seq)
 								block * DISTSEQ_SEGMENT_MIN_BLOCKS);
 }
 
-static void
-worker_refill(DistseqSeq *seq)
+/*
+ * Reserve a segment in a transaction of our own and make sure it is
+ * durable, and acknowledged by synchronous standbys, before it is used.
+ * Returns false, having recorded the failure, on error.
+ */
+static bool
+worker_reserve(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
+			   bool account, int64 *issued, int64 *lost, int64 *skipped,
+			   bool *need_windows, DistseqRange *r)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
-	Oid			relid;
-	uint64		gen;
-	int64		count;
-	int64		issued;
-	int64		lost;
-	int64		skipped = 0;
-	bool		account;
-	DistseqRange r;
-
-	LWLockAcquire(seq->lock, LW_EXCLUSIVE);
-	worker_adapt_segment(seq);
-	gen = pg_atomic_read_u64(&seq->gen);
-	relid = seq->relid;
-	count = seq->segment_size;
-	account = !seq->accounted;
-	issued = seq->issued;
-	lost = seq->lost;
-	LWLockRelease(seq->lock);
 
 	PG_TRY();
 	{
@@ -312,8 +313,8 @@ worker_refill(DistseqSeq *seq)
 		StartTransactionCommand();
 		PushActiveSnapshot(GetTransactionSnapshot());
 		pgstat_report_activity(STATE_RUNNING, "distseq refill");
-		r = distseq_catalog_reserve(relid, gen, count, account, &issued, &lost,
-									&skipped);
+		*r = distseq_catalog_reserve(relid, gen, count, account, issued, lost,
+									 skipped, need_windows);
 		PopActiveSnapshot();
 		/* durable from here on, and only from here on */
 		CommitTransactionCommand();
@@ -338,9 +339,51 @@ worker_refill(DistseqSeq *seq)
 						relid, edata->message)));
 		worker_refill_failed(seq, gen, edata->message);
 		FreeErrorData(edata);
-		return;
+		return false;
 	}
 	PG_END_TRY();
+
+	return true;
+}
+
+static void
+worker_refill(DistseqSeq *seq)
+{
+	Oid			relid;
+	uint64		gen;
+	int64		count;
+	int64		issued;
+	int64		lost;
+	int64		skipped = 0;
+	bool		need_windows = false;
+	bool		account;
+	DistseqRange r;
+
+	LWLockAcquire(seq->lock, LW_EXCLUSIVE);
+	worker_adapt_segment(seq);
+	gen = pg_atomic_read_u64(&seq->gen);
+	relid = seq->relid;
+	count = seq->segment_size;
+	account = !seq->accounted;
+	issued = seq->issued;
+	lost = seq->lost;
+	LWLockRelease(seq->lock);
+
+	/* on a node with peers an empty reservation calls the agent, once */
+	for (int attempt = 0;; attempt++)
+	{
+		if (!worker_reserve(seq, relid, gen, count, account, &issued, &lost,
+							&skipped, &need_windows, &r))
+			return;
+		if (!need_windows || attempt > 0)
+			break;
+		if (!worker_agent_pass())
+		{
+			worker_refill_failed(seq, gen,
+								 "no open window left, and the agent could not open one (see the server log)");
+			return;
+		}
+	}
 
 	LWLockAcquire(seq->lock, LW_EXCLUSIVE);
 	if (pg_atomic_read_u64(&seq->gen) == gen && seq->dboid == MyDatabaseId)
@@ -361,6 +404,146 @@ worker_refill(DistseqSeq *seq)
 	}
 	LWLockRelease(seq->lock);
 	ConditionVariableBroadcast(&seq->cv);
+}
+
+/*
+ * One pass of the agent, in a transaction of its own.  Returns false, and
+ * logs why, when it failed (no majority reachable, say).
+ */
+static bool
+worker_agent_pass(void)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	volatile bool ok = true;
+	uint64		requested;
+
+	LWLockAcquire(Distseq->lock, LW_SHARED);
+	requested = my_worker->agent_requested;
+	LWLockRelease(Distseq->lock);
+
+	last_agent_run = GetCurrentTimestamp();
+	pgstat_report_activity(STATE_RUNNING, "distseq agent");
+	PG_TRY();
+	{
+		distseq_agent_run();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		ereport(LOG,
+				(errmsg("distseq agent: %s", edata->message),
+				 edata->detail ? errdetail_internal("%s", edata->detail) : 0));
+		LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
+		strlcpy(my_worker->agent_error, edata->message, sizeof(my_worker->agent_error));
+		strlcpy(my_worker->agent_detail, edata->detail ? edata->detail : "",
+				sizeof(my_worker->agent_detail));
+		LWLockRelease(Distseq->lock);
+		FreeErrorData(edata);
+		ok = false;
+	}
+	PG_END_TRY();
+	pgstat_report_activity(STATE_IDLE, NULL);
+
+	/* tell whoever asked for this pass how it went */
+	LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
+	if (ok)
+		my_worker->agent_error[0] = my_worker->agent_detail[0] = '\0';
+	my_worker->agent_done = Max(my_worker->agent_done, requested);
+	LWLockRelease(Distseq->lock);
+	ConditionVariableBroadcast(&my_worker->agent_cv);
+	return ok;
+}
+
+/*
+ * Ask the worker of a database for an agent pass and wait for it to end;
+ * raise its error, if it failed.  For distseq_maintain().
+ */
+void
+distseq_worker_agent_pass(Oid dboid)
+{
+	DistseqDbWorker *w;
+	uint64		ticket;
+	TimestampTz deadline;
+	char		error[sizeof(w->agent_error)];
+	char		detail[sizeof(w->agent_detail)];
+
+	distseq_worker_wake(dboid);
+	LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
+	w = worker_find(dboid);
+	ticket = ++w->agent_requested;
+	if (w->latch)
+		SetLatch(w->latch);
+	LWLockRelease(Distseq->lock);
+
+	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+										   Max(distseq_refill_timeout,
+											   distseq_remote_timeout * 10));
+	ConditionVariablePrepareToSleep(&w->agent_cv);
+	for (;;)
+	{
+		bool		done;
+
+		LWLockAcquire(Distseq->lock, LW_SHARED);
+		done = w->agent_done >= ticket;
+		strlcpy(error, w->agent_error, sizeof(error));
+		strlcpy(detail, w->agent_detail, sizeof(detail));
+		LWLockRelease(Distseq->lock);
+		if (done)
+			break;
+		if (GetCurrentTimestamp() >= deadline)
+		{
+			ConditionVariableCancelSleep();
+			ereport(ERROR,
+					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+					 errmsg("timed out waiting for the distseq agent"),
+					 errhint("Check the server log for errors of the distseq worker.")));
+		}
+		(void) ConditionVariableTimedSleep(&w->agent_cv, 1000, PG_WAIT_EXTENSION);
+		distseq_worker_wake(dboid);
+	}
+	ConditionVariableCancelSleep();
+	if (error[0])
+		ereport(ERROR,
+				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+				 errmsg("%s", error),
+				 detail[0] ? errdetail_internal("%s", detail) : 0));
+}
+
+/* Is it time for the agent?  Only nodes with peers run it on a timer. */
+static void
+worker_maybe_run_agent(void)
+{
+	volatile bool peers = false;
+
+	if (!TimestampDifferenceExceeds(last_agent_run, GetCurrentTimestamp(),
+									distseq_agent_interval))
+		return;
+	last_agent_run = GetCurrentTimestamp();
+	PG_TRY();
+	{
+		StartTransactionCommand();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		if (SPI_connect() != SPI_OK_CONNECT)
+			elog(ERROR, "SPI_connect failed");
+		peers = distseq_catalog_multinode() && distseq_has_peers(distseq_catalog_schema());
+		SPI_finish();
+		PopActiveSnapshot();
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		/* no extension here (yet): nothing to do */
+		FlushErrorState();
+		AbortCurrentTransaction();
+	}
+	PG_END_TRY();
+	if (peers)
+		(void) worker_agent_pass();
 }
 
 /* Serve every refill requested for this database */
@@ -515,7 +698,16 @@ distseq_worker_main(Datum main_arg)
 
 	for (;;)
 	{
+		bool		asked;
+
 		worker_serve();
+		LWLockAcquire(Distseq->lock, LW_SHARED);
+		asked = my_worker->agent_requested > my_worker->agent_done;
+		LWLockRelease(Distseq->lock);
+		if (asked)
+			(void) worker_agent_pass();
+		else
+			worker_maybe_run_agent();
 
 		LWLockAcquire(Distseq->lock, LW_SHARED);
 		stop = my_worker->stop;

@@ -1,0 +1,139 @@
+/* distseq--1.2--1.3.sql */
+
+\echo Use "ALTER EXTENSION distseq UPDATE TO '1.3'" to load this file. \quit
+
+-- Several servers ("nodes") share sequences.  Each node issues values from
+-- its own windows; windows are allocated by a majority compare-and-set on
+-- each sequence's high-water mark (hwm), the top of every range any node
+-- ever won, kept on every member.  See README, "Several servers".
+
+-- Peers are foreign servers of this wrapper; host and password live in
+-- PostgreSQL's own catalogs (CREATE SERVER, CREATE USER MAPPING).
+CREATE FUNCTION distseq_fdw_validator(text[], oid)
+RETURNS void
+AS 'MODULE_PATHNAME', 'distseq_fdw_validator'
+LANGUAGE C STRICT;
+
+CREATE FOREIGN DATA WRAPPER distseq VALIDATOR distseq_fdw_validator;
+
+-- This node: its identity and its view of the membership.  (epoch,
+-- epoch_id) names the membership in force; epoch_id makes two competing
+-- proposals for the same epoch number distinct.  Not dumped: a restored
+-- database is a new node.
+CREATE TABLE distseq_node (
+	singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+	node_id bigint NOT NULL,
+	epoch bigint NOT NULL DEFAULT 0,
+	epoch_id bigint NOT NULL DEFAULT 0,
+	members bigint[] NOT NULL
+);
+INSERT INTO distseq_node (node_id, members)
+SELECT id, ARRAY[id]
+FROM (SELECT (random() * 9.2e18)::bigint + 1 AS id) r;
+
+-- How this node reaches other members.
+CREATE TABLE distseq_peer (
+	server_name name PRIMARY KEY,
+	node_id bigint NOT NULL UNIQUE,
+	added_by oid NOT NULL
+);
+
+REVOKE ALL ON distseq_node, distseq_peer FROM PUBLIC;
+
+-- The top of every window range won, in slots.  NULL: the highest window,
+-- or the first slot when there is none.
+ALTER TABLE distseq_sequences ADD COLUMN hwm bigint;
+
+-- Functions peers call over libpq, each in its own transaction there.  They
+-- run with the extension owner's rights; grant EXECUTE to the role peers
+-- connect as (superusers need nothing).
+CREATE FUNCTION distseq_peer_state(OUT node_id bigint, OUT epoch bigint,
+								   OUT epoch_id bigint, OUT members bigint[])
+AS 'MODULE_PATHNAME', 'distseq_peer_state'
+LANGUAGE C STRICT SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION distseq_peer_hwm(sequence_name text, OUT hwm bigint,
+								 OUT epoch bigint, OUT epoch_id bigint)
+AS 'MODULE_PATHNAME', 'distseq_peer_hwm'
+LANGUAGE C STRICT SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION distseq_peer_cas(sequence_name text, epoch bigint, epoch_id bigint,
+								 expected bigint, new_hwm bigint)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'distseq_peer_cas'
+LANGUAGE C STRICT SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION distseq_peer_epoch_cas(epoch bigint, epoch_id bigint,
+									   new_epoch bigint, new_epoch_id bigint,
+									   new_members bigint[],
+									   OUT sequence_name text, OUT hwm bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'distseq_peer_epoch_cas'
+LANGUAGE C STRICT SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION distseq_peer_adopt(epoch bigint, epoch_id bigint,
+								   members bigint[], sequence_names text[],
+								   hwms bigint[])
+RETURNS void
+AS 'MODULE_PATHNAME', 'distseq_peer_adopt'
+LANGUAGE C STRICT SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION distseq_peer_sequences(OUT sequence_name text, OUT block_size integer,
+									   OUT window_size bigint, OUT start_value bigint,
+									   OUT max_value bigint, OUT min_open_windows integer,
+									   OUT has_windows boolean)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'distseq_peer_sequences'
+LANGUAGE C STRICT SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+
+CREATE FUNCTION distseq_peer_create(sequence_name text, block_size integer,
+									window_size bigint, start_value bigint,
+									max_value bigint, min_open_windows integer,
+									hwm bigint)
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'distseq_peer_create'
+LANGUAGE C STRICT SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+
+REVOKE ALL ON FUNCTION distseq_peer_state(), distseq_peer_hwm(text),
+	distseq_peer_cas(text, bigint, bigint, bigint, bigint),
+	distseq_peer_epoch_cas(bigint, bigint, bigint, bigint, bigint[]),
+	distseq_peer_adopt(bigint, bigint, bigint[], text[], bigint[]),
+	distseq_peer_sequences(), distseq_peer_create(text, integer, bigint, bigint, bigint, integer, bigint)
+	FROM PUBLIC;
+
+-- Administration, not for PUBLIC.
+CREATE FUNCTION distseq_add_peer(server_name name)
+RETURNS void
+AS 'MODULE_PATHNAME', 'distseq_add_peer'
+LANGUAGE C STRICT;
+
+CREATE FUNCTION distseq_remove_peer(server_name name)
+RETURNS void
+AS 'MODULE_PATHNAME', 'distseq_remove_peer'
+LANGUAGE C STRICT;
+
+CREATE FUNCTION distseq_maintain(OUT sequence_name text, OUT windows_created integer,
+								 OUT open_windows bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'distseq_maintain'
+LANGUAGE C;
+
+REVOKE ALL ON FUNCTION distseq_add_peer(name), distseq_remove_peer(name),
+	distseq_maintain() FROM PUBLIC;
+
+-- Per peer: reachable or not, its membership epoch, its open windows and
+-- values left of each sequence.
+CREATE FUNCTION distseq_peer_status(OUT server_name name, OUT node_id bigint,
+									OUT reachable boolean, OUT error text,
+									OUT epoch bigint, OUT members integer)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'distseq_peer_status'
+LANGUAGE C;
+REVOKE ALL ON FUNCTION distseq_peer_status() FROM PUBLIC;
+
+CREATE VIEW distseq_peers AS SELECT * FROM distseq_peer_status();
+REVOKE ALL ON distseq_peers FROM PUBLIC;
+
+-- A function in the caller's WHERE clause must not see hidden rows.
+ALTER VIEW distseq_status SET (security_barrier);
+ALTER VIEW distseq_blocks SET (security_barrier);

@@ -1,0 +1,555 @@
+/*-------------------------------------------------------------------------
+ *
+ * agent.c
+ *	  The agent: keeps at least min_open_windows open windows of every
+ *	  sequence on this node, allocating new ones by a majority
+ *	  compare-and-set of the sequence's high-water mark, and introduces
+ *	  sequences created here to every peer.
+ *
+ * Allocating a window of X slots: read the high-water mark (hwm) from every
+ * reachable member, take the largest, M, and run on each member in our
+ * epoch "SET hwm = M + X WHERE hwm <= M".  The range [M, M + X) is ours
+ * only if that succeeded on a majority of the members; then, and only
+ * then, the window is inserted here.  hwm only grows, and any two
+ * majorities share a node, on which the second winner needed M2 >= M1 + X1:
+ * two wins never overlap.  The read only helps liveness.  Every
+ * compare-and-set also names the membership epoch, so an agent with a stale
+ * view of the membership wins nothing (member.c).
+ *
+ * A node without peers is a majority of one and runs the same steps
+ * locally; the refill worker then allocates inline (catalog.c).  A node
+ * with peers never creates a window any other way.
+ *
+ * Runs in the refill worker every distseq.agent_interval and when a
+ * reservation finds no open window, and in distseq_maintain().
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "distseq.h"
+#include "compat.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "libpq-fe.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+
+#define AGENT_TRIES		5
+
+typedef struct Member
+{
+	int64		node_id;
+	DistseqPeer *peer;			/* NULL for this node */
+	RemoteConn *rc;
+	bool		reachable;
+	bool		in_epoch;		/* in the epoch this node believes in */
+	bool		has_sequence;
+	int64		hwm;
+	char	   *error;
+} Member;
+
+typedef struct AgentSeq
+{
+	char	   *name;
+	int32		block_size;
+	int64		window_size;
+	int64		start_value;
+	int64		max_value;
+	int32		min_open;
+} AgentSeq;
+
+typedef struct Call
+{
+	Member	   *m;
+	const char *sql;
+	int			nparams;
+	const char **params;
+	PGresult   *res;
+} Call;
+
+static void
+call_remote(void *arg)
+{
+	Call	   *c = arg;
+
+	if (c->m->rc == NULL)
+		c->m->rc = distseq_peer_connect(c->m->peer);
+	c->res = distseq_remote_exec(c->m->rc,
+								 psprintf(c->sql, distseq_remote_schema(c->m->rc)),
+								 c->nparams, c->params);
+}
+
+/* Run "sql" (with %s for the peer's schema) on a member; NULL on failure */
+static PGresult *
+member_exec(Member *m, const char *sql, int nparams, const char **params)
+{
+	Call		c = {m, sql, nparams, params, NULL};
+
+	if (!m->reachable)
+		return NULL;
+	if (!distseq_remote_try(call_remote, &c, &m->error))
+	{
+		m->reachable = false;
+		m->rc = NULL;
+		return NULL;
+	}
+	return c.res;
+}
+
+static void
+spi_exec(const char *sql, int nargs, Oid *types, Datum *values, int expect)
+{
+	int			rc = SPI_execute_with_args(sql, nargs, types, values, NULL, false, 0);
+
+	if (rc != expect)
+		elog(ERROR, "distseq: SPI_execute_with_args failed (%d): %s", rc, sql);
+}
+
+static int64
+spi_int8(int row, int col)
+{
+	bool		isnull;
+	Datum		d = SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc,
+								  col, &isnull);
+
+	return isnull ? 0 : DatumGetInt64(d);
+}
+
+/* The members other than this node, with a connection where one works */
+static Member *
+agent_members(const char *schema, DistseqNodeState *st, int *n)
+{
+	Member	   *ms = palloc0(sizeof(Member) * st->nmembers);
+	int			k = 0;
+
+	for (int i = 0; i < st->nmembers; i++)
+	{
+		Member	   *m;
+
+		if (st->members[i] == st->node_id)
+			continue;
+		m = &ms[k++];
+		m->node_id = st->members[i];
+		m->peer = distseq_peer_of(schema, m->node_id);
+		m->reachable = m->peer != NULL;
+		if (m->peer == NULL)
+			m->error = psprintf("no server is registered here for node " INT64_FORMAT,
+								m->node_id);
+	}
+	*n = k;
+	return ms;
+}
+
+static int
+majority(DistseqNodeState *st)
+{
+	return st->nmembers / 2 + 1;
+}
+
+static void
+no_majority(AgentSeq *seq, DistseqNodeState *st, int got, Member *ms, int n)
+{
+	StringInfoData detail;
+
+	initStringInfo(&detail);
+	for (int i = 0; i < n; i++)
+	{
+		if (!ms[i].reachable || !ms[i].in_epoch)
+			appendStringInfo(&detail, "%s%s: %s", detail.len ? "; " : "",
+							 ms[i].peer ? ms[i].peer->name : "?",
+							 !ms[i].reachable ? ms[i].error : "in another membership epoch");
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+			 errmsg("could not reach a majority of the %d members to allocate a window of distseq sequence \"%s\" (%d reached)",
+					st->nmembers, seq->name, got),
+			 errdetail_internal("%s", detail.data),
+			 errhint("Open windows keep serving values; the agent tries again every distseq.agent_interval.")));
+}
+
+/*
+ * Read the high-water mark from every reachable member, introducing the
+ * sequence to those that lack it.  Returns how many members in our epoch
+ * were read, this node included, and the largest mark in *top.
+ */
+static int
+agent_read(const char *schema, AgentSeq *seq, DistseqNodeState *st,
+		   Member *ms, int n, int64 *top)
+{
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1] = {CStringGetTextDatum(seq->name)};
+	const char *params[1] = {seq->name};
+	int			read = 1;
+
+	spi_exec(psprintf("SELECT %s FROM %s.distseq_sequences s WHERE s.sequence_name = $1",
+					  distseq_hwm_expr(schema), schema),
+			 1, types, values, SPI_OK_SELECT);
+	*top = spi_int8(0, 1);
+
+	for (int i = 0; i < n; i++)
+	{
+		Member	   *m = &ms[i];
+		PGresult   *res;
+
+		m->in_epoch = false;
+		res = member_exec(m, "SELECT s.sequence_name IS NOT NULL, n.epoch, n.epoch_id"
+						  " FROM %1$s.distseq_peer_state() n"
+						  " LEFT JOIN %1$s.distseq_peer_sequences() s ON s.sequence_name = $1",
+						  1, params);
+		if (res == NULL)
+			continue;
+		m->has_sequence = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+		m->in_epoch = strtoll(PQgetvalue(res, 0, 1), NULL, 10) == st->epoch &&
+			strtoll(PQgetvalue(res, 0, 2), NULL, 10) == st->epoch_id;
+		PQclear(res);
+		if (!m->in_epoch)
+			continue;
+		if (m->has_sequence)
+		{
+			res = member_exec(m, "SELECT hwm FROM %s.distseq_peer_hwm($1)", 1, params);
+			if (res == NULL)
+			{
+				m->in_epoch = false;
+				continue;
+			}
+			m->hwm = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+			PQclear(res);
+			*top = Max(*top, m->hwm);
+		}
+		read++;
+	}
+	return read;
+}
+
+/* Create the sequence on members in our epoch that lack it, at mark "top" */
+static void
+agent_introduce(AgentSeq *seq, Member *ms, int n, int64 top)
+{
+	for (int i = 0; i < n; i++)
+	{
+		Member	   *m = &ms[i];
+		char		b[5][32];
+		const char *params[7];
+		PGresult   *res;
+
+		if (!m->reachable || !m->in_epoch || m->has_sequence)
+			continue;
+		snprintf(b[0], 32, "%d", seq->block_size);
+		snprintf(b[1], 32, INT64_FORMAT, seq->window_size);
+		snprintf(b[2], 32, INT64_FORMAT, seq->start_value);
+		snprintf(b[3], 32, INT64_FORMAT, seq->max_value);
+		snprintf(b[4], 32, "%d", seq->min_open);
+		params[0] = seq->name;
+		for (int j = 0; j < 5; j++)
+			params[j + 1] = b[j];
+		params[6] = psprintf(INT64_FORMAT, top);
+		res = member_exec(m, "SELECT %s.distseq_peer_create($1, $2, $3, $4, $5, $6, $7)",
+						  7, params);
+		if (res)
+		{
+			m->has_sequence = true;
+			m->hwm = top;
+			PQclear(res);
+		}
+	}
+}
+
+typedef enum AgentOutcome
+{
+	AGENT_DONE,					/* enough open windows, or no slot left */
+	AGENT_WON,					/* won a window; there may be more to win */
+	AGENT_LOST					/* another agent won this round */
+} AgentOutcome;
+
+/*
+ * One attempt to win a window for this node.  Errors out without a
+ * majority.  The caller commits right after, win or lose: no lock taken
+ * here may be held while the next attempt asks peers anything, or agents
+ * on different nodes would wait for each other.
+ */
+static AgentOutcome
+agent_allocate(const char *schema, AgentSeq *seq, DistseqNodeState *st,
+			   Member *ms, int n)
+{
+	int64		top;
+	int64		size;
+	int			wins = 0;
+	int			read = agent_read(schema, seq, st, ms, n, &top);
+	char		b[4][32];
+	const char *params[5];
+
+	if (read < majority(st))
+		no_majority(seq, st, read, ms, n);
+	if (top > seq->max_value)
+		return AGENT_DONE;
+	agent_introduce(seq, ms, n, top);
+
+	size = distseq_room(top, seq->max_value, seq->window_size);
+	snprintf(b[0], 32, INT64_FORMAT, st->epoch);
+	snprintf(b[1], 32, INT64_FORMAT, st->epoch_id);
+	snprintf(b[2], 32, INT64_FORMAT, top);
+	snprintf(b[3], 32, INT64_FORMAT, top + size);
+	params[0] = seq->name;
+	for (int j = 0; j < 4; j++)
+		params[j + 1] = b[j];
+	for (int i = 0; i < n; i++)
+	{
+		PGresult   *res;
+
+		if (!ms[i].reachable || !ms[i].in_epoch || !ms[i].has_sequence)
+			continue;
+		res = member_exec(&ms[i], "SELECT %s.distseq_peer_cas($1, $2, $3, $4, $5)",
+						  5, params);
+		if (res)
+		{
+			if (strcmp(PQgetvalue(res, 0, 0), "t") == 0)
+				wins++;
+			PQclear(res);
+		}
+	}
+	if (distseq_member_cas(schema, CStringGetTextDatum(seq->name), st->epoch,
+						   st->epoch_id, top, top + size))
+		wins++;
+
+	if (wins >= majority(st))
+	{
+		Oid			types[4] = {TEXTOID, INT8OID, INT8OID, INT8OID};
+		Datum		values[4];
+
+		values[0] = CStringGetTextDatum(seq->name);
+		values[1] = Int64GetDatum(top);
+		values[2] = Int64GetDatum(top + size);
+		values[3] = Int64GetDatum(top + size);
+		spi_exec(psprintf("INSERT INTO %s.distseq_windows"
+						  " (sequence_name, window_start, window_end, next_hi)"
+						  " VALUES ($1, $2, $3, $2)", schema),
+				 3, types, values, SPI_OK_INSERT);
+		/* our own mark too, when it was not part of the majority */
+		spi_exec(psprintf("UPDATE %s.distseq_sequences SET hwm = GREATEST(hwm, $4)"
+						  " WHERE sequence_name = $1", schema),
+				 4, types, values, SPI_OK_UPDATE);
+		return AGENT_WON;
+	}
+	return AGENT_LOST;
+}
+
+/* The sequences of this node that may have peers (not striped ones) */
+static List *
+agent_sequences(const char *schema)
+{
+	List	   *seqs = NIL;
+
+	spi_exec(psprintf("SELECT sequence_name, block_size::int8, window_size, start_value,"
+					  " max_value, min_open_windows::int8 FROM %s.distseq_sequences"
+					  " WHERE stripes = 1 ORDER BY sequence_name", schema),
+			 0, NULL, NULL, SPI_OK_SELECT);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		AgentSeq   *s = palloc(sizeof(AgentSeq));
+
+		s->name = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+		s->block_size = (int32) spi_int8(i, 2);
+		s->window_size = spi_int8(i, 3);
+		s->start_value = spi_int8(i, 4);
+		s->max_value = spi_int8(i, 5);
+		s->min_open = (int32) spi_int8(i, 6);
+		seqs = lappend(seqs, s);
+	}
+	return seqs;
+}
+
+/*
+ * One step for one sequence, in a transaction of its own that commits
+ * before the next step talks to any peer: introduce the sequence where it
+ * is missing, and try to win one window if fewer than min_open_windows
+ * are open.
+ */
+static AgentOutcome
+agent_step(const char *name)
+{
+	const char *schema;
+	DistseqNodeState st;
+	Member	   *ms;
+	int			n;
+	AgentSeq   *seq = NULL;
+	ListCell   *lc;
+	AgentOutcome outcome = AGENT_DONE;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+
+	/* everything of a step lives in SPI's memory, gone at SPI_finish */
+	schema = distseq_catalog_schema();
+	foreach(lc, agent_sequences(schema))
+	{
+		if (strcmp(((AgentSeq *) lfirst(lc))->name, name) == 0)
+			seq = lfirst(lc);
+	}
+	if (seq)
+	{
+		Oid			types[1] = {TEXTOID};
+		Datum		values[1] = {CStringGetTextDatum(seq->name)};
+		int64		top;
+
+		distseq_node_state(schema, &st);
+		ms = agent_members(schema, &st, &n);
+		if (agent_read(schema, seq, &st, ms, n, &top) < majority(&st))
+			no_majority(seq, &st, agent_read(schema, seq, &st, ms, n, &top), ms, n);
+		agent_introduce(seq, ms, n, top);
+
+		spi_exec(psprintf("SELECT count(*) FROM %s.distseq_windows"
+						  " WHERE sequence_name = $1 AND next_hi < window_end", schema),
+				 1, types, values, SPI_OK_SELECT);
+		if (spi_int8(0, 1) < seq->min_open)
+			outcome = agent_allocate(schema, seq, &st, ms, n);
+	}
+
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	return outcome;
+}
+
+/*
+ * One pass of the agent over every sequence of this node.  Only the refill
+ * worker runs it, outside any transaction: each step commits on its own,
+ * so no row lock here is held while a peer is asked anything.
+ */
+void
+distseq_agent_run(void)
+{
+	static MemoryContext cxt = NULL;
+	MemoryContext oldcxt;
+	List	   *seqs;
+	List	   *names = NIL;
+	ListCell   *lc;
+
+	/* one context for every pass, emptied at the start: a pass may fail */
+	if (cxt == NULL)
+		cxt = AllocSetContextCreate(TopMemoryContext, "distseq agent",
+									ALLOCSET_DEFAULT_SIZES);
+	MemoryContextReset(cxt);
+
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	seqs = agent_sequences(distseq_catalog_schema());
+	/* SPI's memory goes at SPI_finish: keep the names in ours */
+	oldcxt = MemoryContextSwitchTo(cxt);
+	foreach(lc, seqs)
+		names = lappend(names, pstrdup(((AgentSeq *) lfirst(lc))->name));
+	MemoryContextSwitchTo(oldcxt);
+	SPI_finish();
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+
+	foreach(lc, names)
+	{
+		int			lost = 0;
+
+		for (;;)
+		{
+			AgentOutcome outcome = agent_step(lfirst(lc));
+
+			CHECK_FOR_INTERRUPTS();
+			if (outcome == AGENT_DONE)
+				break;
+			if (outcome == AGENT_WON)
+			{
+				lost = 0;
+				continue;
+			}
+			if (++lost >= AGENT_TRIES)
+				ereport(ERROR,
+						(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+						 errmsg("could not win a window of distseq sequence \"%s\" in %d tries",
+								(char *) lfirst(lc), AGENT_TRIES),
+						 errdetail("Other agents kept raising the high-water mark first.")));
+			/* another agent won this round: back off a random while */
+			pg_usleep(10000L + (long) (DISTSEQ_RANDOM_FRACTION() * 90000));
+		}
+	}
+}
+
+PG_FUNCTION_INFO_V1(distseq_maintain);
+
+/*
+ * Run the agent now: the refill worker does it and this backend waits for
+ * it, so that no user transaction holds catalog rows while peers are asked
+ * anything.  One row per sequence: windows it opened, windows open now.
+ */
+Datum
+distseq_maintain(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	const char *schema;
+	const char *count_sql;
+	HTAB	   *before;
+	HASHCTL		ctl;
+	struct
+	{
+		char		name[NAMEDATALEN];
+		int64		open;
+	}		   *e;
+
+	distseq_check_loaded();
+	InitMaterializedSRF(fcinfo, 0);
+	schema = distseq_catalog_schema();
+	count_sql = psprintf("SELECT s.sequence_name, count(w.*) FILTER (WHERE w.next_hi < w.window_end)"
+						 " FROM %s.distseq_sequences s LEFT JOIN %s.distseq_windows w"
+						 " USING (sequence_name) WHERE s.stripes = 1"
+						 " GROUP BY 1 ORDER BY 1", schema, schema);
+
+	ctl.keysize = NAMEDATALEN;
+	ctl.entrysize = sizeof(*e);
+	before = hash_create("distseq maintain", 16, &ctl, HASH_ELEM | DISTSEQ_HASH_STRINGS);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	spi_exec(count_sql, 0, NULL, NULL, SPI_OK_SELECT);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		char		key[NAMEDATALEN] = {0};
+
+		strlcpy(key, SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1),
+				NAMEDATALEN);
+		e = hash_search(before, key, HASH_ENTER, NULL);
+		e->open = spi_int8(i, 2);
+	}
+	SPI_finish();
+
+	distseq_worker_agent_pass(MyDatabaseId);
+
+	/* the worker committed: see what it did */
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	spi_exec(count_sql, 0, NULL, NULL, SPI_OK_SELECT);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		char		key[NAMEDATALEN] = {0};
+		Datum		values[3];
+		bool		nulls[3] = {0};
+		int64		open = spi_int8(i, 2);
+		bool		found;
+
+		strlcpy(key, SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1),
+				NAMEDATALEN);
+		e = hash_search(before, key, HASH_FIND, &found);
+		values[0] = CStringGetTextDatum(key);
+		values[1] = Int32GetDatum((int32) Max(open - (found ? e->open : 0), 0));
+		values[2] = Int64GetDatum(open);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	SPI_finish();
+	return (Datum) 0;
+}
