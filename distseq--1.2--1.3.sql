@@ -44,6 +44,26 @@ REVOKE ALL ON distseq_node, distseq_peer FROM PUBLIC;
 -- or the first slot when there is none.
 ALTER TABLE distseq_sequences ADD COLUMN hwm bigint;
 
+-- A sequence that holds no windows of its own draws from these servers, in
+-- order, each reservation made there in that server's own transaction.
+ALTER TABLE distseq_sequences ADD COLUMN servers name[];
+
+DROP FUNCTION distseq_create(text, integer, bigint, bigint, bigint, integer, integer, integer);
+CREATE FUNCTION distseq_create(sequence_name text,
+							   block_size integer DEFAULT NULL,
+							   window_size bigint DEFAULT 100000,
+							   start_value bigint DEFAULT 1,
+							   max_value bigint DEFAULT 9223372036854775806,
+							   min_open_windows integer DEFAULT 2,
+							   stripes integer DEFAULT 1,
+							   stripe integer DEFAULT 0,
+							   servers name[] DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'distseq_create'
+LANGUAGE C VOLATILE;
+REVOKE ALL ON FUNCTION distseq_create(text, integer, bigint, bigint, bigint, integer, integer, integer, name[])
+	FROM PUBLIC;
+
 -- Functions peers call over libpq, each in its own transaction there.  They
 -- run with the extension owner's rights; grant EXECUTE to the role peers
 -- connect as (superusers need nothing).
@@ -94,7 +114,12 @@ RETURNS boolean
 AS 'MODULE_PATHNAME', 'distseq_peer_create'
 LANGUAGE C STRICT SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
 
-REVOKE ALL ON FUNCTION distseq_peer_state(), distseq_peer_hwm(text),
+CREATE FUNCTION distseq_peer_reserve(sequence_name text, count bigint,
+									 OUT lo bigint, OUT hi bigint)
+AS 'MODULE_PATHNAME', 'distseq_peer_reserve'
+LANGUAGE C STRICT SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+
+REVOKE ALL ON FUNCTION distseq_peer_reserve(text, bigint), distseq_peer_state(), distseq_peer_hwm(text),
 	distseq_peer_cas(text, bigint, bigint, bigint, bigint),
 	distseq_peer_epoch_cas(bigint, bigint, bigint, bigint, bigint[]),
 	distseq_peer_adopt(bigint, bigint, bigint[], text[], bigint[]),

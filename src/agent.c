@@ -348,7 +348,7 @@ agent_sequences(const char *schema)
 
 	spi_exec(psprintf("SELECT sequence_name, block_size::int8, window_size, start_value,"
 					  " max_value, min_open_windows::int8 FROM %s.distseq_sequences"
-					  " WHERE stripes = 1 ORDER BY sequence_name", schema),
+					  " WHERE stripes = 1 AND servers IS NULL ORDER BY sequence_name", schema),
 			 0, NULL, NULL, SPI_OK_SELECT);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
@@ -508,7 +508,7 @@ distseq_maintain(PG_FUNCTION_ARGS)
 	schema = distseq_catalog_schema();
 	count_sql = psprintf("SELECT s.sequence_name, count(w.*) FILTER (WHERE w.next_hi < w.window_end)"
 						 " FROM %s.distseq_sequences s LEFT JOIN %s.distseq_windows w"
-						 " USING (sequence_name) WHERE s.stripes = 1"
+						 " USING (sequence_name) WHERE s.stripes = 1 AND s.servers IS NULL"
 						 " GROUP BY 1 ORDER BY 1", schema, schema);
 
 	ctl.keysize = NAMEDATALEN;

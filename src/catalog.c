@@ -33,6 +33,7 @@
 #include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
 #include "executor/spi.h"
+#include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -257,6 +258,140 @@ catalog_ensure_windows(const char *schema, int minor, const char *name,
 }
 
 /*
+ * Advance next_hi of the first open window by at most "count" slots and
+ * return what was taken; an empty range when no window is open.  SKIP
+ * LOCKED lets a concurrent reserver take the next window.
+ */
+static DistseqRange
+catalog_take(const char *schema, const char *name, int64 count)
+{
+	Oid			types[3] = {TEXTOID, INT8OID, INT8OID};
+	Datum		values[3];
+	DistseqRange r = {0, 0};
+
+	values[0] = CStringGetTextDatum(name);
+	if (catalog_exec(psprintf("SELECT window_start, next_hi, window_end"
+							  " FROM %s.distseq_windows"
+							  " WHERE sequence_name = $1 AND next_hi < window_end"
+							  " ORDER BY window_start LIMIT 1"
+							  " FOR UPDATE SKIP LOCKED", schema),
+					 1, types, values, SPI_OK_SELECT) != 1)
+		return r;
+
+	r.lo = catalog_get_int8(0, 2);
+	r.hi = r.lo + distseq_room(r.lo, catalog_get_int8(0, 3) - 1, count);
+	values[1] = catalog_get_int8(0, 1);
+	values[2] = Int64GetDatum(r.hi);
+	catalog_exec(psprintf("UPDATE %s.distseq_windows SET next_hi = $3"
+						  " WHERE sequence_name = $1 AND window_start = $2",
+						  schema),
+				 3, types, values, SPI_OK_UPDATE);
+	return r;
+}
+
+/*
+ * Reserve for a server that draws from this one (a sequence created there
+ * with servers => ...): the same reservation, in this server's transaction,
+ * which the caller's libpq session commits synchronously.
+ */
+PG_FUNCTION_INFO_V1(distseq_peer_reserve);
+
+Datum
+distseq_peer_reserve(PG_FUNCTION_ARGS)
+{
+	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	int64		count = PG_GETARG_INT64(1);
+	int			minor = 0;
+	const char *schema = catalog_extension(&minor);
+	Oid			types[2] = {TEXTOID, INT8OID};
+	Datum		values[2];
+	Datum		result[2];
+	bool		nulls[2] = {0};
+	TupleDesc	tupdesc;
+	DistseqRange r;
+
+	if (count <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("count must be positive")));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	values[0] = CStringGetTextDatum(name);
+	if (catalog_exec(psprintf("SELECT window_size, min_open_windows::int8, start_value, max_value"
+							  " FROM %s.distseq_sequences WHERE sequence_name = $1"
+							  " AND stripes = 1 AND servers IS NULL FOR NO KEY UPDATE",
+							  schema),
+					 1, types, values, SPI_OK_SELECT) != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("distseq sequence \"%s\" does not exist here, or draws from elsewhere",
+						name)));
+	{
+		int64		window_size = catalog_get_int8(0, 1);
+		int64		min_open = catalog_get_int8(0, 2);
+		int64		start_value = catalog_get_int8(0, 3);
+		int64		max_value = catalog_get_int8(0, 4);
+
+		catalog_ensure_windows(schema, minor, name, window_size, min_open,
+							   start_value, max_value);
+		r = catalog_take(schema, name, count);
+		if (RANGE_SIZE(r) > 0)
+			catalog_ensure_windows(schema, minor, name, window_size, min_open,
+								   start_value, max_value);
+	}
+	values[1] = Int64GetDatum(RANGE_SIZE(r));
+	catalog_exec(psprintf("UPDATE %s.distseq_sequences"
+						  " SET values_reserved = values_reserved + $2"
+						  " WHERE sequence_name = $1", schema),
+				 2, types, values, SPI_OK_UPDATE);
+	SPI_finish();
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	result[0] = Int64GetDatum(r.lo);
+	result[1] = Int64GetDatum(r.hi);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc),
+													  result, nulls)));
+}
+
+/*
+ * The servers a sequence draws from, and the role it connects as (the
+ * sequence's owner), or NIL for a sequence with windows of its own.  Names
+ * are allocated in "cxt".
+ */
+List *
+distseq_catalog_servers(Oid relid, Oid *owner, MemoryContext cxt)
+{
+	int			minor = 0;
+	const char *schema = catalog_extension(&minor);
+	Oid			types[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum((int64) relid)};
+	List	   *servers = NIL;
+
+	if (minor < 3)
+		return NIL;
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (catalog_exec(psprintf("SELECT unnest(s.servers)::text, c.relowner::int8"
+							  " FROM %s.distseq_sequences s"
+							  " JOIN pg_catalog.pg_class c ON c.oid = s.seqrel"
+							  " WHERE s.seqrel = $1::oid", schema),
+					 1, types, values, SPI_OK_SELECT) > 0)
+	{
+		MemoryContext oldcxt = MemoryContextSwitchTo(cxt);
+
+		for (uint64 i = 0; i < SPI_processed; i++)
+			servers = lappend(servers,
+							  pstrdup(SPI_getvalue(SPI_tuptable->vals[i],
+												   SPI_tuptable->tupdesc, 1)));
+		*owner = (Oid) catalog_get_int8(0, 2);
+		MemoryContextSwitchTo(oldcxt);
+	}
+	SPI_finish();
+	return servers;
+}
+
+/*
  * The catalog of this sequence was made somewhere else -- restored from a
  * dump, or marked by distseq_rejoin() after a point-in-time recovery -- so
  * the place it came from may have reserved more than it says.  Close every
@@ -411,24 +546,9 @@ distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
 
 	types[0] = TEXTOID;
 	values[0] = CStringGetTextDatum(name);
-	if (catalog_exec(psprintf("SELECT window_start, next_hi, window_end"
-							  " FROM %s.distseq_windows"
-							  " WHERE sequence_name = $1 AND next_hi < window_end"
-							  " ORDER BY window_start LIMIT 1"
-							  " FOR UPDATE SKIP LOCKED", schema),
-					 1, types, values, SPI_OK_SELECT) == 1)
+	r = catalog_take(schema, name, count);
+	if (RANGE_SIZE(r) > 0)
 	{
-		int64		window_start = catalog_get_int8(0, 1);
-
-		r.lo = catalog_get_int8(0, 2);
-		r.hi = r.lo + distseq_room(r.lo, catalog_get_int8(0, 3) - 1, count);
-		values[1] = Int64GetDatum(window_start);
-		values[2] = Int64GetDatum(r.hi);
-		catalog_exec(psprintf("UPDATE %s.distseq_windows SET next_hi = $3"
-							  " WHERE sequence_name = $1 AND window_start = $2",
-							  schema),
-					 3, types, values, SPI_OK_UPDATE);
-
 		/* the reservation may have closed a window: open the next one */
 		catalog_ensure_windows(schema, minor, name, window_size, min_open,
 							   start_value, max_value);
@@ -529,7 +649,8 @@ distseq_catalog_release(Oid relid, uint64 gen, DistseqRange *ranges,
 void
 distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 					   int64 window_size, int64 start_value, int64 max_value,
-					   int32 min_open, int32 stripes, int32 stripe)
+					   int32 min_open, int32 stripes, int32 stripe,
+					   Datum servers)
 {
 	CatalogContext cxt;
 	int			minor = 0;
@@ -603,6 +724,23 @@ distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 							  MyDatabaseId, relid, catalog_timeline()),
 					 1, types, values, SPI_OK_UPDATE);
 
+	if (servers != (Datum) 0)
+	{
+		Oid			stypes[2] = {TEXTOID, NAMEARRAYOID};
+		Datum		svalues[2] = {values[0], servers};
+
+		if (minor < 3)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("sequences that draw from other servers need distseq 1.3"),
+					 errhint("Run ALTER EXTENSION distseq UPDATE.")));
+		/* no windows here: values come from the servers */
+		catalog_exec(psprintf("UPDATE %s.distseq_sequences SET servers = $2"
+							  " WHERE sequence_name = $1", schema),
+					 2, stypes, svalues, SPI_OK_UPDATE);
+		catalog_leave(&cxt);
+		return;
+	}
 	distseq_slots(start_value, max_value, stripes, stripe, &first_slot, &last_slot);
 	catalog_ensure_windows(schema, minor, name, window_size, min_open,
 						   first_slot, last_slot);

@@ -263,7 +263,9 @@ extern bool distseq_catalog_lookup(const char *name, DistseqDef *def);
 extern void distseq_catalog_create(const char *name, Oid owner,
 								   int32 block_size, int64 window_size,
 								   int64 start_value, int64 max_value,
-								   int32 min_open, int32 stripes, int32 stripe);
+								   int32 min_open, int32 stripes, int32 stripe,
+								   Datum servers);
+extern List *distseq_catalog_servers(Oid relid, Oid *owner, MemoryContext cxt);
 extern void distseq_catalog_column_bounds(Oid relid, const char *column,
 										  int64 *max_in_use, int64 *type_max);
 extern DistseqRange distseq_catalog_reserve(Oid relid, uint64 gen, int64 count,

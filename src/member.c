@@ -386,7 +386,7 @@ distseq_peer_sequences(PG_FUNCTION_ARGS)
 					  " s.start_value, s.max_value, s.min_open_windows::int8,"
 					  " EXISTS (SELECT 1 FROM %s.distseq_windows w"
 					  "         WHERE w.sequence_name = s.sequence_name)"
-					  " FROM %s.distseq_sequences s WHERE s.stripes = 1",
+					  " FROM %s.distseq_sequences s WHERE s.stripes = 1 AND s.servers IS NULL",
 					  schema, schema),
 			 0, NULL, NULL, SPI_OK_SELECT);
 	for (uint64 i = 0; i < SPI_processed; i++)
@@ -430,7 +430,8 @@ distseq_peer_create(PG_FUNCTION_ARGS)
 		PG_RETURN_BOOL(false);
 	distseq_catalog_create(name, GetUserId(), PG_GETARG_INT32(1),
 						   PG_GETARG_INT64(2), PG_GETARG_INT64(3),
-						   PG_GETARG_INT64(4), PG_GETARG_INT32(5), 1, 0);
+						   PG_GETARG_INT64(4), PG_GETARG_INT32(5), 1, 0,
+						   (Datum) 0);
 	spi_connect();
 	schema = distseq_catalog_schema();
 	values[0] = PG_GETARG_DATUM(0);

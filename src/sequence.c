@@ -19,6 +19,9 @@
 #include "access/htup_details.h"
 #include "catalog/pg_attribute.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_type.h"
+#include "foreign/foreign.h"
+#include "utils/array.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
@@ -38,11 +41,51 @@ check_positive(int64 value, const char *what)
 				 errdetail("The value given was " INT64_FORMAT ".", value)));
 }
 
+/*
+ * The servers a sequence draws from must be distseq peers this role can
+ * reach; a striped sequence has nobody to draw from.
+ */
+static void
+check_servers(ArrayType *servers, int32 stripes)
+{
+	Datum	   *names;
+	bool	   *nulls;
+	int			n;
+
+	deconstruct_array(servers, NAMEOID, NAMEDATALEN, false, TYPALIGN_CHAR,
+					  &names, &nulls, &n);
+	if (n == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("servers must name at least one server")));
+	if (stripes != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a sequence that draws from other servers cannot be striped")));
+	for (int i = 0; i < n; i++)
+	{
+		ForeignServer *server;
+
+		if (nulls[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("servers must not contain nulls")));
+		server = GetForeignServerByName(NameStr(*DatumGetName(names[i])), false);
+		if (strcmp(GetForeignDataWrapper(server->fdwid)->fdwname, "distseq") != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+					 errmsg("server \"%s\" does not use the distseq foreign-data wrapper",
+							server->servername)));
+		/* the worker connects as this role, with its user mapping */
+		(void) GetUserMapping(GetUserId(), server->serverid);
+	}
+}
+
 /* Check the arguments common to both creators and create the sequence */
 static void
 create_sequence(const char *name, int32 block_size, int64 window_size,
 				int64 start_value, int64 max_value, int32 min_open,
-				int32 stripes, int32 stripe)
+				int32 stripes, int32 stripe, Datum servers)
 {
 	int64		first;
 	int64		last;
@@ -83,8 +126,12 @@ create_sequence(const char *name, int32 block_size, int64 window_size,
 				 errmsg("no value from start_value to max_value is in stripe %d of %d",
 						stripe, stripes)));
 
+	if (servers != (Datum) 0)
+		check_servers(DatumGetArrayTypeP(servers), stripes);
+
 	distseq_catalog_create(name, GetUserId(), block_size, window_size,
-						   start_value, max_value, min_open, stripes, stripe);
+						   start_value, max_value, min_open, stripes, stripe,
+						   servers);
 }
 
 static bool
@@ -157,7 +204,9 @@ distseq_create(PG_FUNCTION_ARGS)
 					ARG_OR(5, PG_GETARG_INT32, 2),
 	/* the 1.0 and 1.1 definitions have no stripes */
 					PG_NARGS() > 6 ? ARG_OR(6, PG_GETARG_INT32, 1) : 1,
-					PG_NARGS() > 7 ? ARG_OR(7, PG_GETARG_INT32, 0) : 0);
+					PG_NARGS() > 7 ? ARG_OR(7, PG_GETARG_INT32, 0) : 0,
+	/* servers came with 1.3 */
+					PG_NARGS() > 8 && !PG_ARGISNULL(8) ? PG_GETARG_DATUM(8) : (Datum) 0);
 	PG_RETURN_VOID();
 }
 
@@ -236,7 +285,7 @@ distseq_create_for_column(PG_FUNCTION_ARGS)
 					Max(max_in_use + 1, 1),
 					max_value,
 					ARG_OR(6, PG_GETARG_INT32, 2),
-					1, 0);
+					1, 0, (Datum) 0);
 
 	/* as the caller, who owns the table */
 	if (SPI_connect() != SPI_OK_CONNECT)

@@ -32,6 +32,8 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "executor/spi.h"
+#include "foreign/foreign.h"
+#include "libpq-fe.h"
 #include "commands/dbcommands.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -346,6 +348,156 @@ worker_reserve(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
 	return true;
 }
 
+/*
+ * Reserve from this node's own windows; on a node with peers, an empty
+ * reservation calls the agent, once.  Returns false, having recorded the
+ * failure, when no segment could be had.
+ */
+static bool
+worker_local_refill(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
+					bool account, int64 *issued, int64 *lost, int64 *skipped,
+					DistseqRange *r)
+{
+	bool		need_windows = false;
+
+	for (int attempt = 0;; attempt++)
+	{
+		if (!worker_reserve(seq, relid, gen, count, account, issued, lost,
+							skipped, &need_windows, r))
+			return false;
+		if (!need_windows || attempt > 0)
+			return true;
+		if (!worker_agent_pass())
+		{
+			worker_refill_failed(seq, gen,
+								 "no open window left, and the agent could not open one (see the server log)");
+			return false;
+		}
+	}
+}
+
+typedef struct RemoteReserve
+{
+	Oid			serverid;
+	Oid			owner;
+	const char *name;
+	int64		count;
+	DistseqRange r;
+} RemoteReserve;
+
+static void
+worker_remote_reserve_one(void *arg)
+{
+	RemoteReserve *rr = arg;
+	RemoteConn *rc = distseq_remote_get(rr->serverid, rr->owner);
+	char		count[32];
+	const char *params[2] = {rr->name, count};
+	PGresult   *res;
+
+	snprintf(count, sizeof(count), INT64_FORMAT, rr->count);
+	res = distseq_remote_exec(rc,
+							  psprintf("SELECT lo, hi FROM %s.distseq_peer_reserve($1, $2)",
+									   distseq_remote_schema(rc)),
+							  2, params);
+	rr->r.lo = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	rr->r.hi = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
+	PQclear(res);
+	if (RANGE_SIZE(rr->r) <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("distseq peer \"%s\" has no open window of sequence \"%s\"",
+						GetForeignServer(rr->serverid)->servername, rr->name)));
+}
+
+/*
+ * A sequence that draws from other servers: reserve a segment on the first
+ * that answers, in that server's own transaction (committed synchronously
+ * there before we see the result), failing over to the next on any error
+ * or timeout.  Returns false for a sequence with windows of its own.
+ */
+static bool
+worker_remote_refill(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
+					 DistseqRange *r, bool *ok)
+{
+	static MemoryContext cxt = NULL;
+	MemoryContext oldcxt = CurrentMemoryContext;
+	List	   *servers = NIL;
+	Oid			owner = InvalidOid;
+	StringInfoData errors;
+	ListCell   *lc;
+
+	if (cxt == NULL)
+		cxt = AllocSetContextCreate(TopMemoryContext, "distseq remote refill",
+									ALLOCSET_DEFAULT_SIZES);
+	MemoryContextReset(cxt);
+	*ok = false;
+
+	PG_TRY();
+	{
+		SetCurrentStatementStartTimestamp();
+		StartTransactionCommand();
+		PushActiveSnapshot(GetTransactionSnapshot());
+		servers = distseq_catalog_servers(relid, &owner, cxt);
+		initStringInfo(&errors);
+		foreach(lc, servers)
+		{
+			ForeignServer *server = GetForeignServerByName(lfirst(lc), true);
+			RemoteReserve rr = {0};
+			char	   *error = NULL;
+
+			if (server == NULL)
+			{
+				appendStringInfo(&errors, "%sserver \"%s\" does not exist",
+								 errors.len ? "; " : "", (char *) lfirst(lc));
+				continue;
+			}
+			rr.serverid = server->serverid;
+			rr.owner = owner;
+			rr.name = seq->name;
+			rr.count = count;
+			pgstat_report_activity(STATE_RUNNING, "distseq remote refill");
+			if (distseq_remote_try(worker_remote_reserve_one, &rr, &error))
+			{
+				*r = rr.r;
+				*ok = true;
+				break;
+			}
+			appendStringInfo(&errors, "%s%s", errors.len ? "; " : "", error);
+		}
+		if (servers != NIL && !*ok)
+		{
+			MemoryContext ecxt = MemoryContextSwitchTo(cxt);
+			char	   *msg = psprintf("no server answered: %s", errors.data);
+
+			MemoryContextSwitchTo(ecxt);
+			PopActiveSnapshot();
+			CommitTransactionCommand();
+			worker_refill_failed(seq, gen, msg);
+		}
+		else
+		{
+			PopActiveSnapshot();
+			CommitTransactionCommand();
+		}
+		pgstat_report_activity(STATE_IDLE, NULL);
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(oldcxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		pgstat_report_activity(STATE_IDLE, NULL);
+		worker_refill_failed(seq, gen, edata->message);
+		FreeErrorData(edata);
+		return true;
+	}
+	PG_END_TRY();
+	return servers != NIL;
+}
+
 static void
 worker_refill(DistseqSeq *seq)
 {
@@ -355,7 +507,7 @@ worker_refill(DistseqSeq *seq)
 	int64		issued;
 	int64		lost;
 	int64		skipped = 0;
-	bool		need_windows = false;
+	bool		remote_ok;
 	bool		account;
 	DistseqRange r;
 
@@ -369,29 +521,23 @@ worker_refill(DistseqSeq *seq)
 	lost = seq->lost;
 	LWLockRelease(seq->lock);
 
-	/* on a node with peers an empty reservation calls the agent, once */
-	for (int attempt = 0;; attempt++)
+	if (worker_remote_refill(seq, relid, gen, count, &r, &remote_ok))
 	{
-		if (!worker_reserve(seq, relid, gen, count, account, &issued, &lost,
-							&skipped, &need_windows, &r))
+		if (!remote_ok)
 			return;
-		if (!need_windows || attempt > 0)
-			break;
-		if (!worker_agent_pass())
-		{
-			worker_refill_failed(seq, gen,
-								 "no open window left, and the agent could not open one (see the server log)");
-			return;
-		}
 	}
+	else if (!worker_local_refill(seq, relid, gen, count, account, &issued,
+								  &lost, &skipped, &r))
+		return;
 
 	LWLockAcquire(seq->lock, LW_EXCLUSIVE);
 	if (pg_atomic_read_u64(&seq->gen) == gen && seq->dboid == MyDatabaseId)
 	{
 		if (account)
 		{
-			seq->issued = issued;
-			seq->lost = lost;
+			/* a sequence drawing from others keeps no totals here */
+			seq->issued = Max(issued, 0);
+			seq->lost = Max(lost, 0);
 			seq->accounted = true;
 		}
 		else

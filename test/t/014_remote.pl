@@ -1,0 +1,97 @@
+# A server that holds no windows draws from others, in its own order,
+# failing over when the first is gone.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my %node;
+for my $n (qw(a b c))
+{
+	my $node = PostgreSQL::Test::Cluster->new("remote_$n");
+	$node->init;
+	$node->append_conf('postgresql.conf', qq(
+shared_preload_libraries = 'distseq'
+listen_addresses = '127.0.0.1'
+distseq.agent_interval = '200ms'
+distseq.remote_timeout = '2s'
+));
+	my $hba = slurp_file($node->data_dir . '/pg_hba.conf');
+	open my $fh, '>', $node->data_dir . '/pg_hba.conf' or die;
+	print $fh "host all all 127.0.0.1/32 trust\n$hba";
+	close $fh;
+	$node->start;
+	$node->safe_psql('postgres', 'CREATE EXTENSION distseq');
+	$node{$n} = $node;
+}
+
+sub server
+{
+	my ($on, $to) = @_;
+	my $port = $node{$to}->port;
+	$node{$on}->safe_psql('postgres', qq(
+		CREATE SERVER node_$to FOREIGN DATA WRAPPER distseq
+			OPTIONS (host '127.0.0.1', port '$port', dbname 'postgres');
+		CREATE USER MAPPING FOR CURRENT_USER SERVER node_$to OPTIONS (user 'postgres');));
+}
+
+# a and b share 'audit'; c has no windows and draws from a, then b.
+server('a', 'b');
+server('b', 'a');
+server('c', 'a');
+server('c', 'b');
+$node{a}->safe_psql('postgres', "SELECT distseq_add_peer('node_b')");
+$node{b}->safe_psql('postgres', "SELECT distseq_add_peer('node_a')");
+$node{a}->safe_psql('postgres',
+	"SELECT distseq_create('audit', block_size => 10, window_size => 1000)");
+$node{$_}->safe_psql('postgres', 'SELECT count(*) FROM distseq_maintain()') for qw(a b);
+$node{c}->safe_psql('postgres',
+	"SELECT distseq_create('audit', block_size => 10, servers => ARRAY['node_a', 'node_b'])");
+is($node{c}->safe_psql('postgres',
+		"SELECT count(*) FROM distseq_windows WHERE sequence_name = 'audit'"),
+	'0', 'c holds no window of its own');
+
+my %seen;
+my $dups = 0;
+sub draw
+{
+	my ($n, $count) = @_;
+	my @v = split /\n/, $node{$n}->safe_psql('postgres',
+		"SELECT distseq_nextval('audit') FROM generate_series(1, $count)");
+	$dups += grep { $seen{$_}++ } @v;
+	return @v;
+}
+
+my @c1 = draw('c', 500);
+is(scalar(@c1), 500, 'c draws through a');
+my ($c_first) = $node{a}->safe_psql('postgres',
+	"SELECT count(*) FROM distseq_windows WHERE sequence_name = 'audit' AND next_hi > window_start");
+ok($c_first > 0, "the values came out of a's windows");
+draw('a', 300);
+draw('b', 300);
+
+$node{a}->stop('immediate');
+my @c2 = draw('c', 500);
+is(scalar(@c2), 500, 'with a gone, c fails over to b');
+draw('b', 300);
+is($dups, 0, 'no value twice across a, b and c');
+
+# Nobody to draw from: a clear error naming the servers.
+$node{b}->stop('immediate');
+my ($ret, $out, $err) = $node{c}->psql('postgres',
+	"SELECT distseq_nextval('audit') FROM generate_series(1, 10000)");
+isnt($ret, 0, 'with both servers down, c fails');
+like($err, qr/could not refill distseq sequence "audit".*no server answered.*node_a.*node_b/s,
+	'saying which servers it tried');
+
+# Bad input.
+($ret, $out, $err) = $node{c}->psql('postgres',
+	"SELECT distseq_create('bad', servers => ARRAY['nope'])");
+like($err, qr/server "nope" does not exist/, 'an unknown server is refused');
+($ret, $out, $err) = $node{c}->psql('postgres',
+	"SELECT distseq_create('bad', servers => ARRAY['node_a'], stripes => 2)");
+like($err, qr/cannot be striped/, 'a striped sequence cannot draw from others');
+
+$node{c}->stop;
+done_testing();
