@@ -159,6 +159,59 @@ REVOKE ALL ON FUNCTION distseq_peer_status() FROM PUBLIC;
 CREATE VIEW distseq_peers AS SELECT * FROM distseq_peer_status();
 REVOKE ALL ON distseq_peers FROM PUBLIC;
 
--- A function in the caller's WHERE clause must not see hidden rows.
-ALTER VIEW distseq_status SET (security_barrier);
+-- The pool's rate, for the runway: how long the open windows last.
+DROP VIEW distseq_status;
+DROP FUNCTION distseq_pool_status();
+CREATE FUNCTION distseq_pool_status(
+	OUT seqrel oid, OUT generation bigint, OUT segment_size bigint,
+	OUT pool_start bigint, OUT pool_end bigint,
+	OUT prefetch_start bigint, OUT prefetch_end bigint,
+	OUT returned_values bigint, OUT refill_pending boolean,
+	OUT refills bigint, OUT waits bigint, OUT wait_time_ms double precision,
+	OUT values_issued bigint, OUT values_lost bigint,
+	OUT values_per_second double precision)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'distseq_pool_status'
+LANGUAGE C VOLATILE;
+
+-- security_barrier: a function in the caller's WHERE clause must not see
+-- hidden rows.
+CREATE VIEW distseq_status WITH (security_barrier) AS
+SELECT s.sequence_name,
+	   s.seqrel AS backing_sequence,
+	   s.block_size,
+	   p.segment_size,
+	   p.pool_start,
+	   p.pool_end,
+	   p.prefetch_start,
+	   p.prefetch_end,
+	   COALESCE(w.open_windows, 0) AS open_windows,
+	   COALESCE(w.values_left, 0) AS window_values_left,
+	   COALESCE(p.refills, 0) AS refills,
+	   COALESCE(p.waits, 0) AS waits,
+	   COALESCE(p.wait_time_ms, 0) AS wait_time_ms,
+	   COALESCE(p.values_issued, s.values_issued) AS values_issued,
+	   COALESCE(p.values_lost, s.values_lost) AS values_lost,
+	   s.start_value,
+	   s.max_value,
+	   s.window_size,
+	   s.min_open_windows,
+	   s.stripes,
+	   s.stripe,
+	   s.servers,
+	   p.values_per_second,
+	   (COALESCE(w.values_left, 0) / NULLIF(p.values_per_second, 0))::numeric(20, 1)
+		   AS runway_seconds
+FROM @extschema@.distseq_sequences s
+LEFT JOIN @extschema@.distseq_pool_status() p
+	   ON p.seqrel = s.seqrel::oid AND p.generation = s.generation
+LEFT JOIN LATERAL (
+	SELECT count(*) AS open_windows,
+		   sum(w.window_end - w.next_hi)::bigint AS values_left
+	FROM @extschema@.distseq_windows w
+	WHERE w.sequence_name = s.sequence_name AND w.next_hi < w.window_end
+) w ON true
+WHERE pg_catalog.has_sequence_privilege(s.seqrel::oid, 'SELECT, USAGE, UPDATE');
+GRANT SELECT ON distseq_status TO PUBLIC;
+
 ALTER VIEW distseq_blocks SET (security_barrier);

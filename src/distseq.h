@@ -86,6 +86,7 @@ typedef struct DistseqSeq
 	DistseqRange frags[DISTSEQ_MAX_FRAGMENTS];	/* returned block rests */
 	int64		segment_size;
 	TimestampTz last_refill;	/* when the last refill was published */
+	double		rate;			/* values per second, smoothed over refills */
 	bool		refill_pending; /* a refill is requested or in flight */
 	bool		exhausted;		/* no value is left to reserve */
 	bool		accounted;		/* crash losses counted since start */

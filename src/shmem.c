@@ -247,6 +247,7 @@ distseq_seq_attach(Oid relid, uint64 gen, const char *name,
 	seq->nfrags = 0;
 	seq->segment_size = (int64) def->block_size * DISTSEQ_SEGMENT_BLOCKS;
 	seq->last_refill = 0;
+	seq->rate = 0;
 	seq->refill_pending = false;
 	seq->exhausted = false;
 	seq->accounted = false;

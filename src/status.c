@@ -73,10 +73,11 @@ distseq_pool_status(PG_FUNCTION_ARGS)
 	{
 		DistseqSeq *seq = &Distseq->seqs[i];
 		DistseqSeq	copy;
-		Datum		values[14];
-		bool		nulls[14] = {0};
+		Datum		values[15];
+		bool		nulls[15] = {0};
 		int64		returned = 0;
 		uint64		gen;
+		double		rate;
 
 		LWLockAcquire(seq->lock, LW_SHARED);
 		gen = pg_atomic_read_u64(&seq->gen);
@@ -107,6 +108,20 @@ distseq_pool_status(PG_FUNCTION_ARGS)
 		nulls[12] = copy.issued < 0;
 		values[13] = Int64GetDatum(copy.lost);
 		nulls[13] = copy.lost < 0;
+
+		/*
+		 * Values per second: the smoothed rate of past segments, but no more
+		 * than the current one going right now, so an idle sequence slows.
+		 */
+		rate = copy.rate;
+		if (copy.last_refill != 0)
+			rate = Min(rate, copy.segment_size * 1e6 /
+					   Max(GetCurrentTimestamp() - copy.last_refill, 1));
+		values[14] = Float8GetDatum(rate);
+		nulls[14] = copy.rate <= 0;
+
+		/* the SQL definition of an older version has fewer columns */
+		Assert(rsinfo->setDesc->natts <= lengthof(values));
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

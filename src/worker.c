@@ -289,6 +289,8 @@ worker_adapt_segment(DistseqSeq *seq)
 	if (seq->last_refill == 0)
 		return;
 	lasted_ms = (long) ((GetCurrentTimestamp() - seq->last_refill) / 1000);
+	/* the rate at which the last segment went, for the runway estimate */
+	seq->rate = (seq->rate + seq->segment_size * 1000.0 / Max(lasted_ms, 1)) / 2;
 	if (lasted_ms < distseq_segment_lifetime / 4)
 		seq->segment_size = Min(seq->segment_size * 2,
 								block * DISTSEQ_SEGMENT_MAX_BLOCKS);

@@ -28,6 +28,10 @@ $node->append_conf('postgresql.conf', "distseq.segment_lifetime = '1h'");
 $node->reload;
 $node->safe_psql('postgres', "SELECT count(distseq_nextval('a')) FROM generate_series(1, 200000)");
 is(segment_size(), '10240', 'a hot sequence grows to 1024 blocks');
+is($node->safe_psql('postgres',
+		"SELECT values_per_second > 1000 AND runway_seconds > 0 AND runway_seconds < 1e6
+		 FROM distseq_status WHERE sequence_name = 'a'"),
+	't', 'the status estimates the rate and how long the open windows last');
 
 # Cold: with a lifetime of 10 ms, a segment that lasts 100 ms is long.
 $node->append_conf('postgresql.conf', "distseq.segment_lifetime = '10ms'");
