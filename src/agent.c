@@ -103,25 +103,6 @@ member_exec(Member *m, const char *sql, int nparams, const char **params)
 	return c.res;
 }
 
-static void
-spi_exec(const char *sql, int nargs, Oid *types, Datum *values, int expect)
-{
-	int			rc = SPI_execute_with_args(sql, nargs, types, values, NULL, false, 0);
-
-	if (rc != expect)
-		elog(ERROR, "distseq: SPI_execute_with_args failed (%d): %s", rc, sql);
-}
-
-static int64
-spi_int8(int row, int col)
-{
-	bool		isnull;
-	Datum		d = SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc,
-								  col, &isnull);
-
-	return isnull ? 0 : DatumGetInt64(d);
-}
-
 /* The members other than this node, with a connection where one works */
 static Member *
 agent_members(const char *schema, DistseqNodeState *st, int *n)
@@ -188,10 +169,10 @@ agent_read(const char *schema, AgentSeq *seq, DistseqNodeState *st,
 	const char *params[1] = {seq->name};
 	int			read = 1;
 
-	spi_exec(psprintf("SELECT %s FROM %s.distseq_sequences s WHERE s.sequence_name = $1",
+	distseq_spi_exec(psprintf("SELECT %s FROM %s.distseq_sequences s WHERE s.sequence_name = $1",
 					  distseq_hwm_expr(schema), schema),
 			 1, types, values, SPI_OK_SELECT);
-	*top = spi_int8(0, 1);
+	*top = distseq_spi_int8(0, 1);
 
 	for (int i = 0; i < n; i++)
 	{
@@ -327,12 +308,12 @@ agent_allocate(const char *schema, AgentSeq *seq, DistseqNodeState *st,
 		values[1] = Int64GetDatum(top);
 		values[2] = Int64GetDatum(top + size);
 		values[3] = Int64GetDatum(top + size);
-		spi_exec(psprintf("INSERT INTO %s.distseq_windows"
+		distseq_spi_exec(psprintf("INSERT INTO %s.distseq_windows"
 						  " (sequence_name, window_start, window_end, next_hi)"
 						  " VALUES ($1, $2, $3, $2)", schema),
 				 3, types, values, SPI_OK_INSERT);
 		/* our own mark too, when it was not part of the majority */
-		spi_exec(psprintf("UPDATE %s.distseq_sequences SET hwm = GREATEST(hwm, $4)"
+		distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences SET hwm = GREATEST(hwm, $4)"
 						  " WHERE sequence_name = $1", schema),
 				 4, types, values, SPI_OK_UPDATE);
 		return AGENT_WON;
@@ -346,7 +327,7 @@ agent_sequences(const char *schema)
 {
 	List	   *seqs = NIL;
 
-	spi_exec(psprintf("SELECT sequence_name, block_size::int8, window_size, start_value,"
+	distseq_spi_exec(psprintf("SELECT sequence_name, block_size::int8, window_size, start_value,"
 					  " max_value, min_open_windows::int8 FROM %s.distseq_sequences"
 					  " WHERE stripes = 1 AND servers IS NULL ORDER BY sequence_name", schema),
 			 0, NULL, NULL, SPI_OK_SELECT);
@@ -355,11 +336,11 @@ agent_sequences(const char *schema)
 		AgentSeq   *s = palloc(sizeof(AgentSeq));
 
 		s->name = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
-		s->block_size = (int32) spi_int8(i, 2);
-		s->window_size = spi_int8(i, 3);
-		s->start_value = spi_int8(i, 4);
-		s->max_value = spi_int8(i, 5);
-		s->min_open = (int32) spi_int8(i, 6);
+		s->block_size = (int32) distseq_spi_int8(i, 2);
+		s->window_size = distseq_spi_int8(i, 3);
+		s->start_value = distseq_spi_int8(i, 4);
+		s->max_value = distseq_spi_int8(i, 5);
+		s->min_open = (int32) distseq_spi_int8(i, 6);
 		seqs = lappend(seqs, s);
 	}
 	return seqs;
@@ -407,10 +388,10 @@ agent_step(const char *name)
 			no_majority(seq, &st, agent_read(schema, seq, &st, ms, n, &top), ms, n);
 		agent_introduce(seq, ms, n, top);
 
-		spi_exec(psprintf("SELECT count(*) FROM %s.distseq_windows"
+		distseq_spi_exec(psprintf("SELECT count(*) FROM %s.distseq_windows"
 						  " WHERE sequence_name = $1 AND next_hi < window_end", schema),
 				 1, types, values, SPI_OK_SELECT);
-		if (spi_int8(0, 1) < seq->min_open)
+		if (distseq_spi_int8(0, 1) < seq->min_open)
 			outcome = agent_allocate(schema, seq, &st, ms, n);
 	}
 
@@ -516,7 +497,7 @@ distseq_maintain(PG_FUNCTION_ARGS)
 	before = hash_create("distseq maintain", 16, &ctl, HASH_ELEM | DISTSEQ_HASH_STRINGS);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	spi_exec(count_sql, 0, NULL, NULL, SPI_OK_SELECT);
+	distseq_spi_exec(count_sql, 0, NULL, NULL, SPI_OK_SELECT);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		char		key[NAMEDATALEN] = {0};
@@ -524,7 +505,7 @@ distseq_maintain(PG_FUNCTION_ARGS)
 		strlcpy(key, SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1),
 				NAMEDATALEN);
 		e = hash_search(before, key, HASH_ENTER, NULL);
-		e->open = spi_int8(i, 2);
+		e->open = distseq_spi_int8(i, 2);
 	}
 	SPI_finish();
 
@@ -533,13 +514,13 @@ distseq_maintain(PG_FUNCTION_ARGS)
 	/* the worker committed: see what it did */
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	spi_exec(count_sql, 0, NULL, NULL, SPI_OK_SELECT);
+	distseq_spi_exec(count_sql, 0, NULL, NULL, SPI_OK_SELECT);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{
 		char		key[NAMEDATALEN] = {0};
 		Datum		values[3];
 		bool		nulls[3] = {0};
-		int64		open = spi_int8(i, 2);
+		int64		open = distseq_spi_int8(i, 2);
 		bool		found;
 
 		strlcpy(key, SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1),

@@ -146,9 +146,13 @@ catalog_timeline(void)
 #endif
 }
 
-/* Run a statement with text/int8 arguments; returns SPI_processed */
-static uint64
-catalog_exec(const char *sql, int nargs, Oid *types, Datum *values, int expect)
+/*
+ * Run a statement through SPI (connected by the caller) and check it did
+ * what "expect" says; returns SPI_processed.  Shared by the files that
+ * talk SPI.
+ */
+uint64
+distseq_spi_exec(const char *sql, int nargs, Oid *types, Datum *values, int expect)
 {
 	int			rc;
 
@@ -158,8 +162,9 @@ catalog_exec(const char *sql, int nargs, Oid *types, Datum *values, int expect)
 	return SPI_processed;
 }
 
-static int64
-catalog_get_int8(int row, int col)
+/* A bigint column of a row of the last SPI result; NULL reads as 0 */
+int64
+distseq_spi_int8(int row, int col)
 {
 	bool		isnull;
 	Datum		d = SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc,
@@ -184,19 +189,19 @@ distseq_catalog_lookup(const char *name, DistseqDef *def)
 
 	values[0] = CStringGetTextDatum(name);
 	catalog_enter(&cxt);
-	found = catalog_exec(psprintf("SELECT seqrel::oid::int8, generation, block_size::int8, max_value,"
+	found = distseq_spi_exec(psprintf("SELECT seqrel::oid::int8, generation, block_size::int8, max_value,"
 								  " %s FROM %s.distseq_sequences WHERE sequence_name = $1",
 								  minor >= 2 ? "stripes::int8, stripe::int8" : "1::int8, 0::int8",
 								  schema),
 						 1, types, values, SPI_OK_SELECT) == 1;
 	if (found)
 	{
-		def->relid = (Oid) catalog_get_int8(0, 1);
-		def->gen = (uint64) catalog_get_int8(0, 2);
-		def->block_size = (int32) catalog_get_int8(0, 3);
-		def->max_value = catalog_get_int8(0, 4);
-		def->stripes = (int32) catalog_get_int8(0, 5);
-		def->stripe = (int32) catalog_get_int8(0, 6);
+		def->relid = (Oid) distseq_spi_int8(0, 1);
+		def->gen = (uint64) distseq_spi_int8(0, 2);
+		def->block_size = (int32) distseq_spi_int8(0, 3);
+		def->max_value = distseq_spi_int8(0, 4);
+		def->stripes = (int32) distseq_spi_int8(0, 5);
+		def->stripe = (int32) distseq_spi_int8(0, 6);
 	}
 	catalog_leave(&cxt);
 	return found;
@@ -221,7 +226,7 @@ catalog_ensure_windows(const char *schema, int minor, const char *name,
 		return;
 
 	values[0] = CStringGetTextDatum(name);
-	catalog_exec(psprintf("SELECT count(*) FILTER (WHERE next_hi < window_end),"
+	distseq_spi_exec(psprintf("SELECT count(*) FILTER (WHERE next_hi < window_end),"
 						  " GREATEST(COALESCE(max(window_end), $2), %s)"
 						  " FROM %s.distseq_windows WHERE sequence_name = $1",
 						  minor >= 3 ?
@@ -230,8 +235,8 @@ catalog_ensure_windows(const char *schema, int minor, const char *name,
 						  schema),
 				 2, types, (Datum[]) {values[0], Int64GetDatum(start_value)},
 				 SPI_OK_SELECT);
-	open = catalog_get_int8(0, 1);
-	top = catalog_get_int8(0, 2);
+	open = distseq_spi_int8(0, 1);
+	top = distseq_spi_int8(0, 2);
 
 	while (open < min_open && top <= max_value)
 	{
@@ -239,7 +244,7 @@ catalog_ensure_windows(const char *schema, int minor, const char *name,
 
 		values[1] = Int64GetDatum(top);
 		values[2] = Int64GetDatum(end);
-		catalog_exec(psprintf("INSERT INTO %s.distseq_windows"
+		distseq_spi_exec(psprintf("INSERT INTO %s.distseq_windows"
 							  " (sequence_name, window_start, window_end, next_hi)"
 							  " VALUES ($1, $2, $3, $2)", schema),
 					 3, types, values, SPI_OK_INSERT);
@@ -250,7 +255,7 @@ catalog_ensure_windows(const char *schema, int minor, const char *name,
 	if (minor >= 3)
 	{
 		values[1] = Int64GetDatum(top);
-		catalog_exec(psprintf("UPDATE %s.distseq_sequences SET hwm = $2"
+		distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences SET hwm = $2"
 							  " WHERE sequence_name = $1 AND hwm IS DISTINCT FROM $2",
 							  schema),
 					 2, types, values, SPI_OK_UPDATE);
@@ -270,7 +275,7 @@ catalog_take(const char *schema, const char *name, int64 count)
 	DistseqRange r = {0, 0};
 
 	values[0] = CStringGetTextDatum(name);
-	if (catalog_exec(psprintf("SELECT window_start, next_hi, window_end"
+	if (distseq_spi_exec(psprintf("SELECT window_start, next_hi, window_end"
 							  " FROM %s.distseq_windows"
 							  " WHERE sequence_name = $1 AND next_hi < window_end"
 							  " ORDER BY window_start LIMIT 1"
@@ -278,11 +283,11 @@ catalog_take(const char *schema, const char *name, int64 count)
 					 1, types, values, SPI_OK_SELECT) != 1)
 		return r;
 
-	r.lo = catalog_get_int8(0, 2);
-	r.hi = r.lo + distseq_room(r.lo, catalog_get_int8(0, 3) - 1, count);
-	values[1] = catalog_get_int8(0, 1);
+	r.lo = distseq_spi_int8(0, 2);
+	r.hi = r.lo + distseq_room(r.lo, distseq_spi_int8(0, 3) - 1, count);
+	values[1] = distseq_spi_int8(0, 1);
 	values[2] = Int64GetDatum(r.hi);
-	catalog_exec(psprintf("UPDATE %s.distseq_windows SET next_hi = $3"
+	distseq_spi_exec(psprintf("UPDATE %s.distseq_windows SET next_hi = $3"
 						  " WHERE sequence_name = $1 AND window_start = $2",
 						  schema),
 				 3, types, values, SPI_OK_UPDATE);
@@ -317,7 +322,7 @@ distseq_peer_reserve(PG_FUNCTION_ARGS)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	values[0] = CStringGetTextDatum(name);
-	if (catalog_exec(psprintf("SELECT window_size, min_open_windows::int8, start_value, max_value"
+	if (distseq_spi_exec(psprintf("SELECT window_size, min_open_windows::int8, start_value, max_value"
 							  " FROM %s.distseq_sequences WHERE sequence_name = $1"
 							  " AND stripes = 1 AND servers IS NULL FOR NO KEY UPDATE",
 							  schema),
@@ -327,10 +332,10 @@ distseq_peer_reserve(PG_FUNCTION_ARGS)
 				 errmsg("distseq sequence \"%s\" does not exist here, or draws from elsewhere",
 						name)));
 	{
-		int64		window_size = catalog_get_int8(0, 1);
-		int64		min_open = catalog_get_int8(0, 2);
-		int64		start_value = catalog_get_int8(0, 3);
-		int64		max_value = catalog_get_int8(0, 4);
+		int64		window_size = distseq_spi_int8(0, 1);
+		int64		min_open = distseq_spi_int8(0, 2);
+		int64		start_value = distseq_spi_int8(0, 3);
+		int64		max_value = distseq_spi_int8(0, 4);
 
 		catalog_ensure_windows(schema, minor, name, window_size, min_open,
 							   start_value, max_value);
@@ -340,7 +345,7 @@ distseq_peer_reserve(PG_FUNCTION_ARGS)
 								   start_value, max_value);
 	}
 	values[1] = Int64GetDatum(RANGE_SIZE(r));
-	catalog_exec(psprintf("UPDATE %s.distseq_sequences"
+	distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences"
 						  " SET values_reserved = values_reserved + $2"
 						  " WHERE sequence_name = $1", schema),
 				 2, types, values, SPI_OK_UPDATE);
@@ -372,7 +377,7 @@ distseq_catalog_servers(Oid relid, Oid *owner, MemoryContext cxt)
 		return NIL;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (catalog_exec(psprintf("SELECT unnest(s.servers)::text, c.relowner::int8"
+	if (distseq_spi_exec(psprintf("SELECT unnest(s.servers)::text, c.relowner::int8"
 							  " FROM %s.distseq_sequences s"
 							  " JOIN pg_catalog.pg_class c ON c.oid = s.seqrel"
 							  " WHERE s.seqrel = $1::oid", schema),
@@ -384,7 +389,7 @@ distseq_catalog_servers(Oid relid, Oid *owner, MemoryContext cxt)
 			servers = lappend(servers,
 							  pstrdup(SPI_getvalue(SPI_tuptable->vals[i],
 												   SPI_tuptable->tupdesc, 1)));
-		*owner = (Oid) catalog_get_int8(0, 2);
+		*owner = (Oid) distseq_spi_int8(0, 2);
 		MemoryContextSwitchTo(oldcxt);
 	}
 	SPI_finish();
@@ -410,7 +415,7 @@ catalog_rejoin(const char *schema, const char *name, int64 window_size,
 	int64		margin;
 
 	values[0] = CStringGetTextDatum(name);
-	catalog_exec(psprintf("WITH closed AS ("
+	distseq_spi_exec(psprintf("WITH closed AS ("
 						  " UPDATE %s.distseq_windows w SET next_hi = w.window_end"
 						  " FROM (SELECT window_start, window_end - next_hi AS rest"
 						  "       FROM %s.distseq_windows"
@@ -421,14 +426,14 @@ catalog_rejoin(const char *schema, const char *name, int64 window_size,
 						  " SELECT COALESCE(sum(rest), 0)::int8 FROM closed",
 						  schema, schema),
 				 1, types, values, SPI_OK_SELECT);
-	skipped = catalog_get_int8(0, 1);
+	skipped = distseq_spi_int8(0, 1);
 
 	values[1] = Int64GetDatum(start_value);
-	catalog_exec(psprintf("SELECT COALESCE(max(window_end), $2)"
+	distseq_spi_exec(psprintf("SELECT COALESCE(max(window_end), $2)"
 						  " FROM %s.distseq_windows WHERE sequence_name = $1",
 						  schema),
 				 2, types, values, SPI_OK_SELECT);
-	top = catalog_get_int8(0, 1);
+	top = distseq_spi_int8(0, 1);
 	if (top > max_value)
 		return skipped;
 
@@ -438,7 +443,7 @@ catalog_rejoin(const char *schema, const char *name, int64 window_size,
 						  window_size * min_open);
 	values[1] = Int64GetDatum(top);
 	values[2] = Int64GetDatum(top + margin);
-	catalog_exec(psprintf("INSERT INTO %s.distseq_windows"
+	distseq_spi_exec(psprintf("INSERT INTO %s.distseq_windows"
 						  " (sequence_name, window_start, window_end, next_hi)"
 						  " VALUES ($1, $2, $3, $3)", schema),
 				 3, types, values, SPI_OK_INSERT);
@@ -481,7 +486,7 @@ distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
 	values[1] = Int64GetDatum((int64) GetSystemIdentifier());
 	values[2] = Int64GetDatum((int64) MyDatabaseId);
 	values[3] = Int64GetDatum((int64) catalog_timeline());
-	if (catalog_exec(psprintf("SELECT sequence_name, generation, window_size,"
+	if (distseq_spi_exec(psprintf("SELECT sequence_name, generation, window_size,"
 							  " min_open_windows::int8, start_value, max_value,"
 							  " values_reserved - values_released - values_issued - values_lost,"
 							  " values_issued, values_lost, %s, %s"
@@ -495,22 +500,22 @@ distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
 							  : "false, false",
 							  schema),
 					 4, types, values, SPI_OK_SELECT) != 1 ||
-		(uint64) catalog_get_int8(0, 2) != gen)
+		(uint64) distseq_spi_int8(0, 2) != gen)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("distseq sequence with relation %u does not exist", relid),
 				 errdetail("It was dropped, or the transaction that creates it has not committed yet.")));
 	name = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-	window_size = catalog_get_int8(0, 3);
-	min_open = catalog_get_int8(0, 4);
+	window_size = distseq_spi_int8(0, 3);
+	min_open = distseq_spi_int8(0, 4);
 	/* windows count slots; see distseq_slots() */
-	distseq_slots(catalog_get_int8(0, 5), catalog_get_int8(0, 6),
-				  (int32) catalog_get_int8(0, 10), (int32) catalog_get_int8(0, 11),
+	distseq_slots(distseq_spi_int8(0, 5), distseq_spi_int8(0, 6),
+				  (int32) distseq_spi_int8(0, 10), (int32) distseq_spi_int8(0, 11),
 				  &start_value, &max_value);
 	if (account)
 	{
-		*issued = catalog_get_int8(0, 8);
-		*lost = catalog_get_int8(0, 9) + Max(catalog_get_int8(0, 7), 0);
+		*issued = distseq_spi_int8(0, 8);
+		*lost = distseq_spi_int8(0, 9) + Max(distseq_spi_int8(0, 7), 0);
 	}
 
 	*skipped = 0;
@@ -534,7 +539,7 @@ distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
 							name, *skipped)));
 		}
 		/* from now on it lives here */
-		catalog_exec(psprintf("UPDATE %s.distseq_sequences"
+		distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences"
 							  " SET origin_system = $2, origin_database = $3::oid,"
 							  " origin_relation = $1::oid, origin_timeline = $4"
 							  " WHERE seqrel = $1::oid", schema),
@@ -564,7 +569,7 @@ distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
 	values[1] = Int64GetDatum(RANGE_SIZE(r));
 	values[2] = Int64GetDatum(*issued);
 	values[3] = Int64GetDatum(*lost);
-	catalog_exec(psprintf("UPDATE %s.distseq_sequences"
+	distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences"
 						  " SET values_reserved = values_reserved + $2 + %lld,"
 						  " values_issued = $3, values_lost = $4"
 						  " WHERE seqrel = $1::oid", schema, (long long) *skipped),
@@ -617,7 +622,7 @@ distseq_catalog_release(Oid relid, uint64 gen, DistseqRange *ranges,
 	{
 		values[2] = Int64GetDatum(ranges[i].lo);
 		values[3] = Int64GetDatum(ranges[i].hi);
-		if (catalog_exec(psprintf("UPDATE %s.distseq_windows w SET next_hi = $3"
+		if (distseq_spi_exec(psprintf("UPDATE %s.distseq_windows w SET next_hi = $3"
 								  " FROM %s.distseq_sequences s"
 								  " WHERE s.seqrel = $1::oid AND s.generation = $2"
 								  " AND w.sequence_name = s.sequence_name"
@@ -631,7 +636,7 @@ distseq_catalog_release(Oid relid, uint64 gen, DistseqRange *ranges,
 
 	values[2] = Int64GetDatum(released);
 	values[3] = Int64GetDatum(lost + dropped);
-	catalog_exec(psprintf("UPDATE %s.distseq_sequences"
+	distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences"
 						  " SET values_released = values_released + $3,"
 						  " values_lost = $4, values_issued = %lld"
 						  " WHERE seqrel = $1::oid AND generation = $2",
@@ -668,16 +673,16 @@ distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 	catalog_enter(&cxt);
 
 	values[0] = CStringGetTextDatum(name);
-	if (catalog_exec(psprintf("SELECT 1 FROM %s.distseq_sequences WHERE sequence_name = $1",
+	if (distseq_spi_exec(psprintf("SELECT 1 FROM %s.distseq_sequences WHERE sequence_name = $1",
 							  schema),
 					 1, types, values, SPI_OK_SELECT) > 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_OBJECT),
 				 errmsg("distseq sequence \"%s\" already exists", name)));
 
-	catalog_exec(psprintf("CREATE SEQUENCE distseq.%s", qname),
+	distseq_spi_exec(psprintf("CREATE SEQUENCE distseq.%s", qname),
 				 0, NULL, NULL, SPI_OK_UTILITY);
-	catalog_exec(psprintf("ALTER SEQUENCE distseq.%s OWNER TO %s", qname,
+	distseq_spi_exec(psprintf("ALTER SEQUENCE distseq.%s OWNER TO %s", qname,
 						  quote_identifier(GetUserNameFromId(owner, false))),
 				 0, NULL, NULL, SPI_OK_UTILITY);
 	relid = get_relname_relid(name, get_namespace_oid("distseq", false));
@@ -697,7 +702,7 @@ distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 	values[5] = Int32GetDatum(min_open);
 	values[6] = Int64GetDatum(start_value);
 	values[7] = Int64GetDatum(max_value);
-	catalog_exec(psprintf("INSERT INTO %s.distseq_sequences"
+	distseq_spi_exec(psprintf("INSERT INTO %s.distseq_sequences"
 						  " (sequence_name, seqrel, generation, block_size, window_size,"
 						  " min_open_windows, start_value, max_value)"
 						  " VALUES ($1, $2::oid::regclass, $3, $4, $5, $6, $7, $8)",
@@ -711,12 +716,12 @@ distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("striped sequences need distseq 1.2"),
 					 errhint("Run ALTER EXTENSION distseq UPDATE.")));
-		catalog_exec(psprintf("UPDATE %s.distseq_sequences SET stripes = %d, stripe = %d"
+		distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences SET stripes = %d, stripe = %d"
 							  " WHERE sequence_name = $1", schema, stripes, stripe),
 					 1, types, values, SPI_OK_UPDATE);
 	}
 	if (has_origin)
-		catalog_exec(psprintf("UPDATE %s.distseq_sequences"
+		distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences"
 							  " SET origin_system = %lld, origin_database = %u,"
 							  " origin_relation = %u, origin_timeline = %u"
 							  " WHERE sequence_name = $1",
@@ -735,7 +740,7 @@ distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 					 errmsg("sequences that draw from other servers need distseq 1.3"),
 					 errhint("Run ALTER EXTENSION distseq UPDATE.")));
 		/* no windows here: values come from the servers */
-		catalog_exec(psprintf("UPDATE %s.distseq_sequences SET servers = $2"
+		distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences SET servers = $2"
 							  " WHERE sequence_name = $1", schema),
 					 2, stypes, svalues, SPI_OK_UPDATE);
 		catalog_leave(&cxt);
@@ -780,9 +785,9 @@ distseq_catalog_column_bounds(Oid relid, const char *column, int64 *max_in_use,
 	/* as the caller, who owns the table: nothing runs with our rights */
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	catalog_exec(psprintf("SELECT pg_catalog.max(%s)::pg_catalog.int8 FROM %s",
+	distseq_spi_exec(psprintf("SELECT pg_catalog.max(%s)::pg_catalog.int8 FROM %s",
 						  quote_identifier(column), relname),
 				 0, NULL, NULL, SPI_OK_SELECT);
-	*max_in_use = catalog_get_int8(0, 1);
+	*max_in_use = distseq_spi_int8(0, 1);
 	SPI_finish();
 }

@@ -258,6 +258,9 @@ extern PGDLLEXPORT void distseq_worker_main(Datum main_arg);
 /* src/catalog.c */
 
 
+extern uint64 distseq_spi_exec(const char *sql, int nargs, Oid *types,
+							   Datum *values, int expect);
+extern int64 distseq_spi_int8(int row, int col);
 extern const char *distseq_catalog_schema(void);
 extern bool distseq_catalog_multinode(void);
 extern bool distseq_catalog_lookup(const char *name, DistseqDef *def);

@@ -62,25 +62,6 @@ spi_connect(void)
 		elog(ERROR, "SPI_connect failed");
 }
 
-static void
-spi_exec(const char *sql, int nargs, Oid *types, Datum *values, int expect)
-{
-	int			rc = SPI_execute_with_args(sql, nargs, types, values, NULL, false, 0);
-
-	if (rc != expect)
-		elog(ERROR, "distseq: SPI_execute_with_args failed (%d): %s", rc, sql);
-}
-
-static int64
-spi_int8(int row, int col)
-{
-	bool		isnull;
-	Datum		d = SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc,
-								  col, &isnull);
-
-	return isnull ? 0 : DatumGetInt64(d);
-}
-
 /* This node's identity and membership view.  SPI must be connected. */
 void
 distseq_node_state(const char *schema, DistseqNodeState *st)
@@ -90,13 +71,13 @@ distseq_node_state(const char *schema, DistseqNodeState *st)
 	Datum	   *elems;
 	int			n;
 
-	spi_exec(psprintf("SELECT node_id, epoch, epoch_id, members FROM %s.distseq_node",
+	distseq_spi_exec(psprintf("SELECT node_id, epoch, epoch_id, members FROM %s.distseq_node",
 					  schema), 0, NULL, NULL, SPI_OK_SELECT);
 	if (SPI_processed != 1)
 		elog(ERROR, "distseq: distseq_node must have exactly one row");
-	st->node_id = spi_int8(0, 1);
-	st->epoch = spi_int8(0, 2);
-	st->epoch_id = spi_int8(0, 3);
+	st->node_id = distseq_spi_int8(0, 1);
+	st->epoch = distseq_spi_int8(0, 2);
+	st->epoch_id = distseq_spi_int8(0, 3);
 	arr = DatumGetArrayTypeP(SPI_getbinval(SPI_tuptable->vals[0],
 										   SPI_tuptable->tupdesc, 4, &isnull));
 	deconstruct_array(arr, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
@@ -125,7 +106,7 @@ distseq_peer_of(const char *schema, int64 node_id)
 	DistseqPeer *peer;
 	ForeignServer *server;
 
-	spi_exec(psprintf("SELECT server_name::text, added_by::int8 FROM %s.distseq_peer"
+	distseq_spi_exec(psprintf("SELECT server_name::text, added_by::int8 FROM %s.distseq_peer"
 					  " WHERE node_id = $1", schema),
 			 1, types, values, SPI_OK_SELECT);
 	if (SPI_processed != 1)
@@ -134,7 +115,7 @@ distseq_peer_of(const char *schema, int64 node_id)
 	peer->node_id = node_id;
 	strlcpy(peer->name, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1),
 			NAMEDATALEN);
-	peer->added_by = (Oid) spi_int8(0, 2);
+	peer->added_by = (Oid) distseq_spi_int8(0, 2);
 	server = GetForeignServerByName(peer->name, true);
 	if (server == NULL)
 		return NULL;
@@ -220,7 +201,7 @@ distseq_peer_hwm(PG_FUNCTION_ARGS)
 	spi_connect();
 	schema = distseq_catalog_schema();
 	values[0] = PG_GETARG_DATUM(0);
-	spi_exec(psprintf("SELECT %s, n.epoch, n.epoch_id FROM %s.distseq_sequences s,"
+	distseq_spi_exec(psprintf("SELECT %s, n.epoch, n.epoch_id FROM %s.distseq_sequences s,"
 					  " %s.distseq_node n WHERE s.sequence_name = $1",
 					  HWM_EXPR(schema), schema, schema),
 			 1, types, values, SPI_OK_SELECT);
@@ -229,9 +210,9 @@ distseq_peer_hwm(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("distseq sequence \"%s\" does not exist",
 						text_to_cstring(PG_GETARG_TEXT_PP(0)))));
-	values[0] = Int64GetDatum(spi_int8(0, 1));
-	values[1] = Int64GetDatum(spi_int8(0, 2));
-	values[2] = Int64GetDatum(spi_int8(0, 3));
+	values[0] = Int64GetDatum(distseq_spi_int8(0, 1));
+	values[1] = Int64GetDatum(distseq_spi_int8(0, 2));
+	values[2] = Int64GetDatum(distseq_spi_int8(0, 3));
 	result = return_row(fcinfo, values, nulls);
 	SPI_finish();
 	return result;
@@ -251,7 +232,7 @@ distseq_member_cas(const char *schema, Datum name, int64 epoch, int64 epoch_id,
 
 	values[0] = Int64GetDatum(epoch);
 	values[1] = Int64GetDatum(epoch_id);
-	spi_exec(psprintf("SELECT 1 FROM %s.distseq_node WHERE epoch = $1 AND epoch_id = $2"
+	distseq_spi_exec(psprintf("SELECT 1 FROM %s.distseq_node WHERE epoch = $1 AND epoch_id = $2"
 					  " FOR SHARE", schema),
 			 2, types + 1, values, SPI_OK_SELECT);
 	if (SPI_processed != 1)
@@ -260,7 +241,7 @@ distseq_member_cas(const char *schema, Datum name, int64 epoch, int64 epoch_id,
 	values[0] = name;
 	values[1] = Int64GetDatum(expected);
 	values[2] = Int64GetDatum(new_hwm);
-	spi_exec(psprintf("UPDATE %s.distseq_sequences s SET hwm = $3"
+	distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences s SET hwm = $3"
 					  " WHERE s.sequence_name = $1 AND %s <= $2",
 					  schema, HWM_EXPR(schema)),
 			 3, types, values, SPI_OK_UPDATE);
@@ -299,7 +280,7 @@ member_epoch_cas(const char *schema, int64 epoch, int64 epoch_id,
 	values[2] = Int64GetDatum(new_epoch);
 	values[3] = Int64GetDatum(new_epoch_id);
 	values[4] = new_members;
-	spi_exec(psprintf("UPDATE %s.distseq_node SET epoch = $3, epoch_id = $4, members = $5"
+	distseq_spi_exec(psprintf("UPDATE %s.distseq_node SET epoch = $3, epoch_id = $4, members = $5"
 					  " WHERE epoch = $1 AND epoch_id = $2", schema),
 			 5, types, values, SPI_OK_UPDATE);
 	if (SPI_processed != 1)
@@ -322,7 +303,7 @@ distseq_peer_epoch_cas(PG_FUNCTION_ARGS)
 	schema = distseq_catalog_schema();
 	member_epoch_cas(schema, PG_GETARG_INT64(0), PG_GETARG_INT64(1),
 					 PG_GETARG_INT64(2), PG_GETARG_INT64(3), PG_GETARG_DATUM(4));
-	spi_exec(psprintf("SELECT s.sequence_name, %s FROM %s.distseq_sequences s",
+	distseq_spi_exec(psprintf("SELECT s.sequence_name, %s FROM %s.distseq_sequences s",
 					  HWM_EXPR(schema), schema),
 			 0, NULL, NULL, SPI_OK_SELECT);
 	for (uint64 i = 0; i < SPI_processed; i++)
@@ -332,7 +313,7 @@ distseq_peer_epoch_cas(PG_FUNCTION_ARGS)
 
 		values[0] = CStringGetTextDatum(SPI_getvalue(SPI_tuptable->vals[i],
 													 SPI_tuptable->tupdesc, 1));
-		values[1] = Int64GetDatum(spi_int8(i, 2));
+		values[1] = Int64GetDatum(distseq_spi_int8(i, 2));
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	SPI_finish();
@@ -356,14 +337,14 @@ distseq_peer_adopt(PG_FUNCTION_ARGS)
 	schema = distseq_catalog_schema();
 	for (int i = 0; i < 5; i++)
 		values[i] = PG_GETARG_DATUM(i);
-	spi_exec(psprintf("UPDATE %s.distseq_node SET epoch = $1, epoch_id = $2, members = $3"
+	distseq_spi_exec(psprintf("UPDATE %s.distseq_node SET epoch = $1, epoch_id = $2, members = $3"
 					  " WHERE epoch < $1 OR (epoch = $1 AND epoch_id = $2)", schema),
 			 5, types, values, SPI_OK_UPDATE);
 	if (SPI_processed != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
 				 errmsg("distseq node is already in a newer membership")));
-	spi_exec(psprintf("UPDATE %s.distseq_sequences s SET hwm = GREATEST(%s, v.hwm)"
+	distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences s SET hwm = GREATEST(%s, v.hwm)"
 					  " FROM unnest($4, $5) AS v(name, hwm) WHERE s.sequence_name = v.name",
 					  schema, HWM_EXPR(schema)),
 			 5, types, values, SPI_OK_UPDATE);
@@ -382,7 +363,7 @@ distseq_peer_sequences(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	spi_connect();
 	schema = distseq_catalog_schema();
-	spi_exec(psprintf("SELECT s.sequence_name, s.block_size::int8, s.window_size,"
+	distseq_spi_exec(psprintf("SELECT s.sequence_name, s.block_size::int8, s.window_size,"
 					  " s.start_value, s.max_value, s.min_open_windows::int8,"
 					  " EXISTS (SELECT 1 FROM %s.distseq_windows w"
 					  "         WHERE w.sequence_name = s.sequence_name)"
@@ -397,11 +378,11 @@ distseq_peer_sequences(PG_FUNCTION_ARGS)
 
 		values[0] = CStringGetTextDatum(SPI_getvalue(SPI_tuptable->vals[i],
 													 SPI_tuptable->tupdesc, 1));
-		values[1] = Int32GetDatum((int32) spi_int8(i, 2));
-		values[2] = Int64GetDatum(spi_int8(i, 3));
-		values[3] = Int64GetDatum(spi_int8(i, 4));
-		values[4] = Int64GetDatum(spi_int8(i, 5));
-		values[5] = Int32GetDatum((int32) spi_int8(i, 6));
+		values[1] = Int32GetDatum((int32) distseq_spi_int8(i, 2));
+		values[2] = Int64GetDatum(distseq_spi_int8(i, 3));
+		values[3] = Int64GetDatum(distseq_spi_int8(i, 4));
+		values[4] = Int64GetDatum(distseq_spi_int8(i, 5));
+		values[5] = Int32GetDatum((int32) distseq_spi_int8(i, 6));
 		values[6] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 7, &isnull);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
@@ -436,7 +417,7 @@ distseq_peer_create(PG_FUNCTION_ARGS)
 	schema = distseq_catalog_schema();
 	values[0] = PG_GETARG_DATUM(0);
 	values[1] = PG_GETARG_DATUM(6);
-	spi_exec(psprintf("UPDATE %s.distseq_sequences SET hwm = $2 WHERE sequence_name = $1",
+	distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences SET hwm = $2 WHERE sequence_name = $1",
 					  schema), 2, types, values, SPI_OK_UPDATE);
 	SPI_finish();
 	PG_RETURN_BOOL(true);
@@ -572,14 +553,14 @@ member_change(const char *schema, DistseqNodeState *st, int64 *members, int nmem
 		char		b[2][32];
 		PGresult   *res;
 
-		spi_exec(psprintf("SELECT s.sequence_name, %s FROM %s.distseq_sequences s",
+		distseq_spi_exec(psprintf("SELECT s.sequence_name, %s FROM %s.distseq_sequences s",
 						  HWM_EXPR(schema), schema), 0, NULL, NULL, SPI_OK_SELECT);
 		for (uint64 i = 0; i < SPI_processed; i++)
 		{
 			SeqMark    *m = palloc(sizeof(SeqMark));
 
 			m->name = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
-			m->hwm = spi_int8(i, 2);
+			m->hwm = distseq_spi_int8(i, 2);
 			marks = lappend(marks, m);
 		}
 		initStringInfo(&names);
@@ -616,7 +597,7 @@ member_change(const char *schema, DistseqNodeState *st, int64 *members, int nmem
 static void
 member_lock(const char *schema)
 {
-	spi_exec(psprintf("LOCK TABLE %s.distseq_peer IN SHARE ROW EXCLUSIVE MODE", schema),
+	distseq_spi_exec(psprintf("LOCK TABLE %s.distseq_peer IN SHARE ROW EXCLUSIVE MODE", schema),
 			 0, NULL, NULL, SPI_OK_UTILITY);
 }
 
@@ -686,7 +667,7 @@ distseq_add_peer(PG_FUNCTION_ARGS)
 		values[0] = CStringGetTextDatum(server_name);
 		values[1] = Int64GetDatum(peer_node);
 		values[2] = Int64GetDatum((int64) GetUserId());
-		spi_exec(psprintf("INSERT INTO %s.distseq_peer (server_name, node_id, added_by)"
+		distseq_spi_exec(psprintf("INSERT INTO %s.distseq_peer (server_name, node_id, added_by)"
 						  " VALUES ($1, $2, $3::oid)"
 						  " ON CONFLICT (server_name) DO UPDATE"
 						  " SET node_id = EXCLUDED.node_id, added_by = EXCLUDED.added_by",
@@ -735,13 +716,13 @@ distseq_remove_peer(PG_FUNCTION_ARGS)
 	schema = distseq_catalog_schema();
 	member_lock(schema);
 	values[0] = CStringGetTextDatum(server_name);
-	spi_exec(psprintf("SELECT node_id FROM %s.distseq_peer WHERE server_name = $1", schema),
+	distseq_spi_exec(psprintf("SELECT node_id FROM %s.distseq_peer WHERE server_name = $1", schema),
 			 1, types, values, SPI_OK_SELECT);
 	if (SPI_processed != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("server \"%s\" is not a distseq peer of this node", server_name)));
-	node_id = spi_int8(0, 1);
+	node_id = distseq_spi_int8(0, 1);
 	distseq_node_state(schema, &st);
 	if (is_member(&st, node_id))
 	{
@@ -753,7 +734,7 @@ distseq_remove_peer(PG_FUNCTION_ARGS)
 				members[n++] = st.members[i];
 		member_change(schema, &st, members, n, NULL);
 	}
-	spi_exec(psprintf("DELETE FROM %s.distseq_peer WHERE server_name = $1", schema),
+	distseq_spi_exec(psprintf("DELETE FROM %s.distseq_peer WHERE server_name = $1", schema),
 			 1, types, values, SPI_OK_DELETE);
 	SPI_finish();
 	PG_RETURN_VOID();
@@ -775,7 +756,7 @@ distseq_peer_status(PG_FUNCTION_ARGS)
 	InitMaterializedSRF(fcinfo, 0);
 	spi_connect();
 	schema = distseq_catalog_schema();
-	spi_exec(psprintf("SELECT node_id FROM %s.distseq_peer ORDER BY server_name", schema),
+	distseq_spi_exec(psprintf("SELECT node_id FROM %s.distseq_peer ORDER BY server_name", schema),
 			 0, NULL, NULL, SPI_OK_SELECT);
 	n = SPI_processed;
 	peers = MemoryContextAllocZero(cxt, sizeof(DistseqPeer) * Max(n, 1));
@@ -783,7 +764,7 @@ distseq_peer_status(PG_FUNCTION_ARGS)
 		int64	   *ids = palloc(sizeof(int64) * Max(n, 1));
 
 		for (uint64 i = 0; i < n; i++)
-			ids[i] = spi_int8(i, 1);
+			ids[i] = distseq_spi_int8(i, 1);
 		for (uint64 i = 0; i < n; i++)
 		{
 			DistseqPeer *p = distseq_peer_of(schema, ids[i]);
