@@ -20,16 +20,54 @@ CREATE FOREIGN DATA WRAPPER distseq VALIDATOR distseq_fdw_validator;
 -- epoch_id) names the membership in force; epoch_id makes two competing
 -- proposals for the same epoch number distinct.  Not dumped: a restored
 -- database is a new node.
+-- origin_*: the server, timeline and database this node is.  A member
+-- found anywhere else (restored from a backup, cloned, promoted) stops
+-- taking part in its group: it may lag behind what it promised the others.
 CREATE TABLE distseq_node (
 	singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
 	node_id bigint NOT NULL,
 	epoch bigint NOT NULL DEFAULT 0,
 	epoch_id bigint NOT NULL DEFAULT 0,
-	members bigint[] NOT NULL
+	members bigint[] NOT NULL,
+	origin_system bigint NOT NULL,
+	origin_timeline bigint NOT NULL,
+	origin_database oid NOT NULL
 );
-INSERT INTO distseq_node (node_id, members)
-SELECT id, ARRAY[id]
-FROM (SELECT (random() * 9.2e18)::bigint + 1 AS id) r;
+INSERT INTO distseq_node (node_id, members, origin_system, origin_timeline, origin_database)
+SELECT id, ARRAY[id], s.system_identifier, c.timeline_id, d.oid
+FROM (SELECT (random() * 9.2e18)::bigint + 1 AS id) r,
+	 pg_catalog.pg_control_system() s, pg_catalog.pg_control_checkpoint() c,
+	 pg_catalog.pg_database d
+WHERE d.datname = pg_catalog.current_database();
+
+-- On a node with peers, a sequence the agent keeps cannot be dropped: its
+-- high-water mark here is part of every majority's memory.
+CREATE OR REPLACE FUNCTION distseq_on_drop()
+RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	shared text;
+BEGIN
+	SELECT s.sequence_name INTO shared
+	FROM @extschema@.distseq_sequences s
+	JOIN pg_catalog.pg_event_trigger_dropped_objects() d
+	  ON d.classid = 'pg_catalog.pg_class'::regclass AND d.objid = s.seqrel::oid
+	WHERE s.stripes = 1 AND s.servers IS NULL
+	  AND (SELECT cardinality(members) FROM @extschema@.distseq_node) > 1
+	LIMIT 1;
+	IF shared IS NOT NULL THEN
+		RAISE EXCEPTION 'cannot drop distseq sequence "%" on a node with peers', shared
+			USING ERRCODE = 'object_in_use',
+				  HINT = 'Its high-water mark here guards the windows of the other members.';
+	END IF;
+	DELETE FROM @extschema@.distseq_sequences s
+	USING pg_catalog.pg_event_trigger_dropped_objects() d
+	WHERE d.classid = 'pg_catalog.pg_class'::regclass
+	  AND d.objid = s.seqrel::oid;
+END
+$$;
 
 -- How this node reaches other members.
 CREATE TABLE distseq_peer (

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Build and install distseq, then run every test suite against temporary
-# servers: pg_regress (sql/), isolation (test/specs/) and TAP (test/t/).
+# servers: pg_regress (sql/), isolation (test/specs/) and TAP (test/t/), and
+# a smoke run of the benchmark runner so that it does not rot.
 #
 #   bash scripts/test.sh                 # everything
-#   bash scripts/test.sh regress         # one suite: regress, isolation or tap
+#   bash scripts/test.sh regress         # one suite: regress, isolation, tap or bench
 #   PROVE_TESTS=test/t/002_crash.pl bash scripts/test.sh tap
 #
 # Runs as root (installing what a fresh Debian 12 machine lacks) or as any
@@ -14,7 +15,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 . "$here/scripts/common.sh"
 
-suites=${*:-regress isolation tap}
+suites=${*:-regress isolation tap bench}
 
 distseq_install_packages
 distseq_build_install "$here" || exit 1
@@ -38,6 +39,7 @@ for suite in $suites; do
 		regress) run_make ISOLATION= TAP_TESTS= ;;
 		isolation) run_make REGRESS= TAP_TESTS= ;;
 		tap) run_make REGRESS= ISOLATION= ;;
+		bench) bash "$here/bench/run.sh" --quick --no-build ;;
 		*) echo "unknown suite: $suite"; false ;;
 	esac
 	if [ $? -eq 0 ]; then

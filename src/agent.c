@@ -86,6 +86,14 @@ call_remote(void *arg)
 								 c->nparams, c->params);
 }
 
+/*
+ * Peers that failed earlier in this pass of the agent are not tried again
+ * until the next pass: one that is down costs distseq.remote_timeout once
+ * per pass, not once per step.  Lives in the pass's memory.
+ */
+static List *pass_unreachable = NIL;
+static MemoryContext pass_cxt = NULL;
+
 /* Run "sql" (with %s for the peer's schema) on a member; NULL on failure */
 static PGresult *
 member_exec(Member *m, const char *sql, int nparams, const char **params)
@@ -94,8 +102,18 @@ member_exec(Member *m, const char *sql, int nparams, const char **params)
 
 	if (!m->reachable)
 		return NULL;
+	if (list_member_oid(pass_unreachable, m->peer->serverid))
+	{
+		m->reachable = false;
+		m->error = psprintf("%s: unreachable earlier in this pass", m->peer->name);
+		return NULL;
+	}
 	if (!distseq_remote_try(call_remote, &c, &m->error))
 	{
+		MemoryContext oldcxt = MemoryContextSwitchTo(pass_cxt);
+
+		pass_unreachable = lappend_oid(pass_unreachable, m->peer->serverid);
+		MemoryContextSwitchTo(oldcxt);
 		m->reachable = false;
 		m->rc = NULL;
 		return NULL;
@@ -371,6 +389,7 @@ agent_step(const char *name)
 
 	/* everything of a step lives in SPI's memory, gone at SPI_finish */
 	schema = distseq_catalog_schema();
+	distseq_node_verify(schema);
 	foreach(lc, agent_sequences(schema))
 	{
 		if (strcmp(((AgentSeq *) lfirst(lc))->name, name) == 0)
@@ -401,6 +420,35 @@ agent_step(const char *name)
 	return outcome;
 }
 
+/* Keep one sequence's windows open, with retries when other agents win */
+static void
+agent_sequence(const char *name)
+{
+	int			lost = 0;
+
+	for (;;)
+	{
+		AgentOutcome outcome = agent_step(name);
+
+		CHECK_FOR_INTERRUPTS();
+		if (outcome == AGENT_DONE)
+			return;
+		if (outcome == AGENT_WON)
+		{
+			lost = 0;
+			continue;
+		}
+		if (++lost >= AGENT_TRIES)
+			ereport(ERROR,
+					(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+					 errmsg("could not win a window of distseq sequence \"%s\" in %d tries",
+							name, AGENT_TRIES),
+					 errdetail("Other agents kept raising the high-water mark first.")));
+		/* another agent won this round: back off a random while */
+		pg_usleep(10000L + (long) (DISTSEQ_RANDOM_FRACTION() * 90000));
+	}
+}
+
 /*
  * One pass of the agent over every sequence of this node.  Only the refill
  * worker runs it, outside any transaction: each step commits on its own,
@@ -409,17 +457,20 @@ agent_step(const char *name)
 void
 distseq_agent_run(void)
 {
-	static MemoryContext cxt = NULL;
 	MemoryContext oldcxt;
+	MemoryContext cxt;
 	List	   *seqs;
-	List	   *names = NIL;
+	List	   *volatile names = NIL;
 	ListCell   *lc;
+	ErrorData  *volatile first_error = NULL;
 
 	/* one context for every pass, emptied at the start: a pass may fail */
-	if (cxt == NULL)
-		cxt = AllocSetContextCreate(TopMemoryContext, "distseq agent",
-									ALLOCSET_DEFAULT_SIZES);
-	MemoryContextReset(cxt);
+	if (pass_cxt == NULL)
+		pass_cxt = AllocSetContextCreate(TopMemoryContext, "distseq agent",
+										 ALLOCSET_DEFAULT_SIZES);
+	MemoryContextReset(pass_cxt);
+	cxt = pass_cxt;
+	pass_unreachable = NIL;
 
 	StartTransactionCommand();
 	PushActiveSnapshot(GetTransactionSnapshot());
@@ -435,32 +486,25 @@ distseq_agent_run(void)
 	PopActiveSnapshot();
 	CommitTransactionCommand();
 
+	/* one sequence failing does not keep the others from their windows */
 	foreach(lc, names)
 	{
-		int			lost = 0;
-
-		for (;;)
+		PG_TRY();
 		{
-			AgentOutcome outcome = agent_step(lfirst(lc));
-
-			CHECK_FOR_INTERRUPTS();
-			if (outcome == AGENT_DONE)
-				break;
-			if (outcome == AGENT_WON)
-			{
-				lost = 0;
-				continue;
-			}
-			if (++lost >= AGENT_TRIES)
-				ereport(ERROR,
-						(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-						 errmsg("could not win a window of distseq sequence \"%s\" in %d tries",
-								(char *) lfirst(lc), AGENT_TRIES),
-						 errdetail("Other agents kept raising the high-water mark first.")));
-			/* another agent won this round: back off a random while */
-			pg_usleep(10000L + (long) (DISTSEQ_RANDOM_FRACTION() * 90000));
+			agent_sequence(lfirst(lc));
 		}
+		PG_CATCH();
+		{
+			MemoryContextSwitchTo(cxt);
+			if (first_error == NULL)
+				first_error = CopyErrorData();
+			FlushErrorState();
+			AbortCurrentTransaction();
+		}
+		PG_END_TRY();
 	}
+	if (first_error)
+		ReThrowError(first_error);
 }
 
 PG_FUNCTION_INFO_V1(distseq_maintain);
@@ -473,6 +517,7 @@ PG_FUNCTION_INFO_V1(distseq_maintain);
 Datum
 distseq_maintain(PG_FUNCTION_ARGS)
 {
+	int			search_path_level;
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	const char *schema;
 	const char *count_sql;
@@ -485,6 +530,7 @@ distseq_maintain(PG_FUNCTION_ARGS)
 	}		   *e;
 
 	distseq_check_loaded();
+	search_path_level = distseq_pin_search_path();
 	InitMaterializedSRF(fcinfo, 0);
 	schema = distseq_catalog_schema();
 	count_sql = psprintf("SELECT s.sequence_name, count(w.*) FILTER (WHERE w.next_hi < w.window_end)"
@@ -494,7 +540,9 @@ distseq_maintain(PG_FUNCTION_ARGS)
 
 	ctl.keysize = NAMEDATALEN;
 	ctl.entrysize = sizeof(*e);
-	before = hash_create("distseq maintain", 16, &ctl, HASH_ELEM | DISTSEQ_HASH_STRINGS);
+	ctl.hcxt = CurrentMemoryContext;
+	before = hash_create("distseq maintain", 16, &ctl,
+						 HASH_ELEM | HASH_CONTEXT | DISTSEQ_HASH_STRINGS);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	distseq_spi_exec(count_sql, 0, NULL, NULL, SPI_OK_SELECT);
@@ -532,5 +580,6 @@ distseq_maintain(PG_FUNCTION_ARGS)
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	SPI_finish();
+	distseq_unpin_search_path(search_path_level);
 	return (Datum) 0;
 }

@@ -42,6 +42,10 @@
 #include "utils/rel.h"
 #include "utils/syscache.h"
 
+static int64 catalog_rejoin(const char *schema, int minor, const char *name,
+							int64 window_size, int64 min_open,
+							int64 start_value, int64 max_value);
+
 typedef struct CatalogContext
 {
 	Oid			save_userid;
@@ -61,6 +65,28 @@ catalog_enter(CatalogContext *cxt)
 							 GUC_ACTION_SAVE, true, 0, false);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
+}
+
+/*
+ * For administrators' functions that run SPI as the caller: catalog names
+ * only, whatever the caller's search_path says.  Undone by
+ * distseq_unpin_search_path() or at the end of the transaction.
+ */
+int
+distseq_pin_search_path(void)
+{
+	int			level = NewGUCNestLevel();
+
+	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	return level;
+}
+
+void
+distseq_unpin_search_path(int level)
+{
+	AtEOXact_GUC(true, level);
 }
 
 static void
@@ -136,8 +162,8 @@ distseq_catalog_multinode(void)
  * is promoted or a point-in-time recovery ends: the catalog may then lag
  * behind what was reserved before, so it counts as a move.
  */
-static TimeLineID
-catalog_timeline(void)
+TimeLineID
+distseq_timeline(void)
 {
 #if PG_VERSION_NUM >= 150000
 	return GetWALInsertionTimeLine();
@@ -207,32 +233,50 @@ distseq_catalog_lookup(const char *name, DistseqDef *def)
 	return found;
 }
 
+/* The end of the highest window of sequence $1, by index */
+static char *
+catalog_top_window(const char *schema)
+{
+	return psprintf("(SELECT window_end FROM %s.distseq_windows"
+					" WHERE sequence_name = $1 ORDER BY window_start DESC LIMIT 1)",
+					schema);
+}
+
 /*
  * Keep at least min_open_windows open windows, each new one above the
  * highest window the sequence ever had.  Needs an SPI connection.
  */
 static void
 catalog_ensure_windows(const char *schema, int minor, const char *name,
-					   int64 window_size, int64 min_open, int64 start_value,
-					   int64 max_value)
+					   int32 stripes, int64 window_size, int64 min_open,
+					   int64 start_value, int64 max_value)
 {
 	Oid			types[3] = {TEXTOID, INT8OID, INT8OID};
 	Datum		values[3];
 	int64		open;
 	int64		top;
 
-	/* with peers, windows come only from the agent's majority protocol */
-	if (minor >= 3 && distseq_has_peers(schema))
+	/*
+	 * With peers, windows of the sequences the agent keeps come only from
+	 * its majority protocol.  The share lock on the node row orders this
+	 * against a join (distseq_peer_adopt).
+	 */
+	if (minor >= 3 && distseq_has_peers(schema) && stripes == 1)
 		return;
 
 	values[0] = CStringGetTextDatum(name);
-	distseq_spi_exec(psprintf("SELECT count(*) FILTER (WHERE next_hi < window_end),"
-						  " GREATEST(COALESCE(max(window_end), $2), %s)"
-						  " FROM %s.distseq_windows WHERE sequence_name = $1",
+	/*
+	 * Closed windows are never deleted: count only open ones (the partial
+	 * index), and find the top through the highest window_start (windows
+	 * never overlap), so neither grows with the history.
+	 */
+	distseq_spi_exec(psprintf("SELECT (SELECT count(*) FROM %s.distseq_windows"
+						  "         WHERE sequence_name = $1 AND next_hi < window_end),"
+						  " GREATEST(COALESCE(%s, $2), %s)",
+						  schema, catalog_top_window(schema),
 						  minor >= 3 ?
 						  psprintf("(SELECT hwm FROM %s.distseq_sequences WHERE sequence_name = $1)",
-								   schema) : "NULL",
-						  schema),
+								   schema) : "NULL"),
 				 2, types, (Datum[]) {values[0], Int64GetDatum(start_value)},
 				 SPI_OK_SELECT);
 	open = distseq_spi_int8(0, 1);
@@ -321,27 +365,56 @@ distseq_peer_reserve(PG_FUNCTION_ARGS)
 				 errmsg("count must be positive")));
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
+	if (minor >= 3)
+		distseq_node_verify(schema);
 	values[0] = CStringGetTextDatum(name);
-	if (distseq_spi_exec(psprintf("SELECT window_size, min_open_windows::int8, start_value, max_value"
+	if (distseq_spi_exec(psprintf("SELECT window_size, min_open_windows::int8, start_value, max_value,"
+							  " (origin_system IS NOT NULL AND (origin_system = 0"
+							  "  OR origin_system <> %lld OR origin_database <> %u"
+							  "  OR origin_relation <> seqrel::oid OR origin_timeline <> %u))::int::int8"
 							  " FROM %s.distseq_sequences WHERE sequence_name = $1"
 							  " AND stripes = 1 AND servers IS NULL FOR NO KEY UPDATE",
-							  schema),
+							  (long long) GetSystemIdentifier(), MyDatabaseId,
+							  distseq_timeline(), schema),
 					 1, types, values, SPI_OK_SELECT) != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("distseq sequence \"%s\" does not exist here, or draws from elsewhere",
 						name)));
 	{
+		int32		stripes = 1;
 		int64		window_size = distseq_spi_int8(0, 1);
 		int64		min_open = distseq_spi_int8(0, 2);
 		int64		start_value = distseq_spi_int8(0, 3);
 		int64		max_value = distseq_spi_int8(0, 4);
 
-		catalog_ensure_windows(schema, minor, name, window_size, min_open,
+		/*
+		 * A catalog restored or moved here rejoins before it serves anyone,
+		 * as the worker does before it serves this node (see
+		 * distseq_catalog_reserve).
+		 */
+		if (distseq_spi_int8(0, 5) != 0)
+		{
+			int64		skipped = catalog_rejoin(schema, minor, name, window_size,
+												 min_open, start_value, max_value);
+
+			values[1] = Int64GetDatum(skipped);
+			distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences"
+									  " SET values_reserved = values_reserved + $2,"
+									  " values_lost = values_lost + $2,"
+									  " origin_system = %lld, origin_database = %u,"
+									  " origin_relation = seqrel::oid, origin_timeline = %u"
+									  " WHERE sequence_name = $1",
+									  schema, (long long) GetSystemIdentifier(),
+									  MyDatabaseId, distseq_timeline()),
+							 2, types, values, SPI_OK_UPDATE);
+		}
+
+		catalog_ensure_windows(schema, minor, name, stripes, window_size, min_open,
 							   start_value, max_value);
 		r = catalog_take(schema, name, count);
 		if (RANGE_SIZE(r) > 0)
-			catalog_ensure_windows(schema, minor, name, window_size, min_open,
+			catalog_ensure_windows(schema, minor, name, stripes, window_size, min_open,
 								   start_value, max_value);
 	}
 	values[1] = Int64GetDatum(RANGE_SIZE(r));
@@ -405,7 +478,7 @@ distseq_catalog_servers(Oid relid, Oid *owner, MemoryContext cxt)
  * Returns the number of values skipped.
  */
 static int64
-catalog_rejoin(const char *schema, const char *name, int64 window_size,
+catalog_rejoin(const char *schema, int minor, const char *name, int64 window_size,
 			   int64 min_open, int64 start_value, int64 max_value)
 {
 	Oid			types[3] = {TEXTOID, INT8OID, INT8OID};
@@ -429,9 +502,12 @@ catalog_rejoin(const char *schema, const char *name, int64 window_size,
 	skipped = distseq_spi_int8(0, 1);
 
 	values[1] = Int64GetDatum(start_value);
-	distseq_spi_exec(psprintf("SELECT COALESCE(max(window_end), $2)"
-						  " FROM %s.distseq_windows WHERE sequence_name = $1",
-						  schema),
+	/* above the high-water mark too: it may know wins newer than any window */
+	distseq_spi_exec(psprintf("SELECT GREATEST(COALESCE(%s, $2), %s)",
+							  catalog_top_window(schema),
+							  minor >= 3 ?
+							  psprintf("(SELECT hwm FROM %s.distseq_sequences WHERE sequence_name = $1)",
+									   schema) : "NULL"),
 				 2, types, values, SPI_OK_SELECT);
 	top = distseq_spi_int8(0, 1);
 	if (top > max_value)
@@ -465,6 +541,7 @@ distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
 						int64 *issued, int64 *lost, int64 *skipped,
 						bool *need_windows)
 {
+	int32		stripes;
 	int			minor = 0;
 	const char *schema = catalog_extension(&minor);
 	bool		has_origin = minor >= 1;
@@ -485,7 +562,7 @@ distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
 	values[0] = Int64GetDatum((int64) relid);
 	values[1] = Int64GetDatum((int64) GetSystemIdentifier());
 	values[2] = Int64GetDatum((int64) MyDatabaseId);
-	values[3] = Int64GetDatum((int64) catalog_timeline());
+	values[3] = Int64GetDatum((int64) distseq_timeline());
 	if (distseq_spi_exec(psprintf("SELECT sequence_name, generation, window_size,"
 							  " min_open_windows::int8, start_value, max_value,"
 							  " values_reserved - values_released - values_issued - values_lost,"
@@ -509,8 +586,9 @@ distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
 	window_size = distseq_spi_int8(0, 3);
 	min_open = distseq_spi_int8(0, 4);
 	/* windows count slots; see distseq_slots() */
+	stripes = (int32) distseq_spi_int8(0, 10);
 	distseq_slots(distseq_spi_int8(0, 5), distseq_spi_int8(0, 6),
-				  (int32) distseq_spi_int8(0, 10), (int32) distseq_spi_int8(0, 11),
+				  stripes, (int32) distseq_spi_int8(0, 11),
 				  &start_value, &max_value);
 	if (account)
 	{
@@ -531,7 +609,7 @@ distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
 
 		if (known && moved)
 		{
-			*skipped = catalog_rejoin(schema, name, window_size, min_open,
+			*skipped = catalog_rejoin(schema, minor, name, window_size, min_open,
 									  start_value, max_value);
 			*lost += *skipped;
 			ereport(LOG,
@@ -546,7 +624,7 @@ distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
 					 4, types, values, SPI_OK_UPDATE);
 	}
 
-	catalog_ensure_windows(schema, minor, name, window_size, min_open,
+	catalog_ensure_windows(schema, minor, name, stripes, window_size, min_open,
 						   start_value, max_value);
 
 	types[0] = TEXTOID;
@@ -555,13 +633,20 @@ distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
 	if (RANGE_SIZE(r) > 0)
 	{
 		/* the reservation may have closed a window: open the next one */
-		catalog_ensure_windows(schema, minor, name, window_size, min_open,
+		catalog_ensure_windows(schema, minor, name, stripes, window_size, min_open,
 							   start_value, max_value);
 	}
-	else if (minor >= 3 && distseq_has_peers(schema))
+	else if (minor >= 3 && stripes == 1 && distseq_has_peers(schema))
 	{
-		/* not exhausted, unless the marks say so: the agent must find more */
-		*need_windows = true;
+		Oid			ntypes[2] = {TEXTOID, INT8OID};
+		Datum		nvalues[2] = {CStringGetTextDatum(name), Int64GetDatum(max_value)};
+
+		/* not exhausted unless the mark is past the end: the agent must find more */
+		distseq_spi_exec(psprintf("SELECT (%s <= $2)::int::int8 FROM %s.distseq_sequences s"
+								  " WHERE s.sequence_name = $1",
+								  distseq_hwm_expr(schema), schema),
+						 2, ntypes, nvalues, SPI_OK_SELECT);
+		*need_windows = distseq_spi_int8(0, 1) == 1;
 	}
 
 	types[0] = INT8OID;
@@ -726,7 +811,7 @@ distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 							  " origin_relation = %u, origin_timeline = %u"
 							  " WHERE sequence_name = $1",
 							  schema, (long long) GetSystemIdentifier(),
-							  MyDatabaseId, relid, catalog_timeline()),
+							  MyDatabaseId, relid, distseq_timeline()),
 					 1, types, values, SPI_OK_UPDATE);
 
 	if (servers != (Datum) 0)
@@ -747,7 +832,7 @@ distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 		return;
 	}
 	distseq_slots(start_value, max_value, stripes, stripe, &first_slot, &last_slot);
-	catalog_ensure_windows(schema, minor, name, window_size, min_open,
+	catalog_ensure_windows(schema, minor, name, stripes, window_size, min_open,
 						   first_slot, last_slot);
 	catalog_leave(&cxt);
 }

@@ -28,6 +28,7 @@
 
 #include "postgres.h"
 
+#include "access/xlogdefs.h"
 #include "fmgr.h"
 #include "nodes/pg_list.h"
 #include "port/atomics.h"
@@ -230,6 +231,7 @@ typedef struct DistseqPeer
 } DistseqPeer;
 
 extern bool distseq_has_peers(const char *schema);
+extern void distseq_node_verify(const char *schema);
 extern void distseq_node_state(const char *schema, DistseqNodeState *state);
 extern DistseqPeer *distseq_peer_of(const char *schema, int64 node_id);
 extern RemoteConn *distseq_peer_connect(DistseqPeer *peer);
@@ -262,7 +264,10 @@ extern uint64 distseq_spi_exec(const char *sql, int nargs, Oid *types,
 							   Datum *values, int expect);
 extern int64 distseq_spi_int8(int row, int col);
 extern const char *distseq_catalog_schema(void);
+extern int	distseq_pin_search_path(void);
+extern void distseq_unpin_search_path(int level);
 extern bool distseq_catalog_multinode(void);
+extern TimeLineID distseq_timeline(void);
 extern bool distseq_catalog_lookup(const char *name, DistseqDef *def);
 extern void distseq_catalog_create(const char *name, Oid owner,
 								   int32 block_size, int64 window_size,

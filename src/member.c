@@ -29,6 +29,7 @@
 #include "distseq.h"
 
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "foreign/foreign.h"
@@ -36,6 +37,7 @@
 #include "libpq-fe.h"
 #include "miscadmin.h"
 #include "utils/array.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
@@ -50,8 +52,9 @@ char *
 distseq_hwm_expr(const char *schema)
 {
 	return psprintf("GREATEST(COALESCE(s.hwm, s.start_value),"
-					" COALESCE((SELECT max(w.window_end) FROM %s.distseq_windows w"
-					" WHERE w.sequence_name = s.sequence_name), s.start_value))",
+					" COALESCE((SELECT w.window_end FROM %s.distseq_windows w"
+					" WHERE w.sequence_name = s.sequence_name"
+					" ORDER BY w.window_start DESC LIMIT 1), s.start_value))",
 					schema);
 }
 
@@ -88,13 +91,58 @@ distseq_node_state(const char *schema, DistseqNodeState *st)
 		st->members[i] = DatumGetInt64(elems[i]);
 }
 
+/*
+ * Does this node have peers?  Takes a share lock on the node row, which
+ * orders window making here against a join (distseq_peer_adopt).
+ */
 bool
 distseq_has_peers(const char *schema)
 {
-	DistseqNodeState st;
+	bool		isnull;
 
-	distseq_node_state(schema, &st);
-	return st.nmembers > 1;
+	distseq_spi_exec(psprintf("SELECT cardinality(members) > 1 FROM %s.distseq_node FOR SHARE",
+							  schema), 0, NULL, NULL, SPI_OK_SELECT);
+	return SPI_processed == 1 &&
+		DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
+								   &isnull));
+}
+
+/*
+ * A member found on another server, timeline or database than it was made
+ * on -- restored from a backup, cloned, a promoted standby -- may have
+ * promised the others more than its copy remembers: it must not vote,
+ * allocate or serve anyone.  A node without peers just notes where it is
+ * (each of its sequences rejoins on its own, see catalog.c).  SPI
+ * connected.
+ */
+void
+distseq_node_verify(const char *schema)
+{
+	Oid			types[3] = {INT8OID, INT8OID, INT8OID};
+	Datum		values[3];
+	bool		isnull;
+
+	values[0] = Int64GetDatum((int64) GetSystemIdentifier());
+	values[1] = Int64GetDatum((int64) distseq_timeline());
+	values[2] = Int64GetDatum((int64) MyDatabaseId);
+	distseq_spi_exec(psprintf("SELECT cardinality(members),"
+							  " (origin_system, origin_timeline, origin_database)"
+							  "   IS DISTINCT FROM ($1, $2, $3::oid)"
+							  " FROM %s.distseq_node", schema),
+					 3, types, values, SPI_OK_SELECT);
+	if (SPI_processed != 1 ||
+		!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2,
+									&isnull)))
+		return;
+	if (distseq_spi_int8(0, 1) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("this distseq node is a copy of a member (restored, cloned or promoted) and takes no part in its group"),
+				 errdetail("A copy may have promised the other members less than the member it was made from."),
+				 errhint("Remove it with distseq_remove_peer() on the other members; let a fresh node join instead.")));
+	distseq_spi_exec(psprintf("UPDATE %s.distseq_node SET origin_system = $1,"
+							  " origin_timeline = $2, origin_database = $3::oid", schema),
+					 3, types, values, SPI_OK_UPDATE);
 }
 
 /* How to reach a member, or NULL when this node has no server for it */
@@ -171,6 +219,7 @@ PG_FUNCTION_INFO_V1(distseq_peer_state);
 Datum
 distseq_peer_state(PG_FUNCTION_ARGS)
 {
+	MemoryContext caller = CurrentMemoryContext;
 	DistseqNodeState st;
 	Datum		values[4];
 	bool		nulls[4] = {0};
@@ -181,6 +230,8 @@ distseq_peer_state(PG_FUNCTION_ARGS)
 	values[0] = Int64GetDatum(st.node_id);
 	values[1] = Int64GetDatum(st.epoch);
 	values[2] = Int64GetDatum(st.epoch_id);
+	/* the result must outlive SPI's memory */
+	MemoryContextSwitchTo(caller);
 	values[3] = int8_array(st.members, st.nmembers);
 	result = return_row(fcinfo, values, nulls);
 	SPI_finish();
@@ -196,7 +247,6 @@ distseq_peer_hwm(PG_FUNCTION_ARGS)
 	Oid			types[1] = {TEXTOID};
 	Datum		values[3];
 	bool		nulls[3] = {0};
-	Datum		result;
 
 	spi_connect();
 	schema = distseq_catalog_schema();
@@ -213,9 +263,8 @@ distseq_peer_hwm(PG_FUNCTION_ARGS)
 	values[0] = Int64GetDatum(distseq_spi_int8(0, 1));
 	values[1] = Int64GetDatum(distseq_spi_int8(0, 2));
 	values[2] = Int64GetDatum(distseq_spi_int8(0, 3));
-	result = return_row(fcinfo, values, nulls);
 	SPI_finish();
-	return result;
+	return return_row(fcinfo, values, nulls);
 }
 
 /*
@@ -230,6 +279,7 @@ distseq_member_cas(const char *schema, Datum name, int64 epoch, int64 epoch_id,
 	Oid			types[3] = {TEXTOID, INT8OID, INT8OID};
 	Datum		values[3];
 
+	distseq_node_verify(schema);
 	values[0] = Int64GetDatum(epoch);
 	values[1] = Int64GetDatum(epoch_id);
 	distseq_spi_exec(psprintf("SELECT 1 FROM %s.distseq_node WHERE epoch = $1 AND epoch_id = $2"
@@ -275,6 +325,7 @@ member_epoch_cas(const char *schema, int64 epoch, int64 epoch_id,
 	Oid			types[5] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8ARRAYOID};
 	Datum		values[5];
 
+	distseq_node_verify(schema);
 	values[0] = Int64GetDatum(epoch);
 	values[1] = Int64GetDatum(epoch_id);
 	values[2] = Int64GetDatum(new_epoch);
@@ -337,13 +388,26 @@ distseq_peer_adopt(PG_FUNCTION_ARGS)
 	schema = distseq_catalog_schema();
 	for (int i = 0; i < 5; i++)
 		values[i] = PG_GETARG_DATUM(i);
-	distseq_spi_exec(psprintf("UPDATE %s.distseq_node SET epoch = $1, epoch_id = $2, members = $3"
-					  " WHERE epoch < $1 OR (epoch = $1 AND epoch_id = $2)", schema),
-			 5, types, values, SPI_OK_UPDATE);
+	/*
+	 * Only a fresh node joins: alone, and without a window of any sequence
+	 * the agent keeps.  Checked here, under the node row's lock, which
+	 * making windows takes too (distseq_has_peers), so none can appear
+	 * between this check and the join.  Taking the same membership again
+	 * is a no-op.
+	 */
+	distseq_spi_exec(psprintf("UPDATE %s.distseq_node n SET epoch = $1, epoch_id = $2, members = $3"
+							  " WHERE (n.epoch = $1 AND n.epoch_id = $2)"
+							  " OR (n.epoch = 0 AND n.members = ARRAY[n.node_id]"
+							  "     AND NOT EXISTS (SELECT 1 FROM %s.distseq_windows w"
+							  "       JOIN %s.distseq_sequences s USING (sequence_name)"
+							  "       WHERE s.stripes = 1 AND s.servers IS NULL))",
+							  schema, schema, schema),
+					 5, types, values, SPI_OK_UPDATE);
 	if (SPI_processed != 1)
 		ereport(ERROR,
-				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-				 errmsg("distseq node is already in a newer membership")));
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("this distseq node cannot join: it is not fresh"),
+				 errdetail("It has peers or windows of its own.")));
 	distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences s SET hwm = GREATEST(%s, v.hwm)"
 					  " FROM unnest($4, $5) AS v(name, hwm) WHERE s.sequence_name = v.name",
 					  schema, HWM_EXPR(schema)),
@@ -407,6 +471,12 @@ distseq_peer_create(PG_FUNCTION_ARGS)
 	Datum		values[2];
 
 	distseq_check_loaded();
+	distseq_check_name(name);
+	if (PG_GETARG_INT32(5) < 1 || PG_GETARG_INT32(5) > DISTSEQ_MAX_OPEN_WINDOWS ||
+		PG_GETARG_INT32(1) < 1 || PG_GETARG_INT64(2) < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid definition of distseq sequence \"%s\"", name)));
 	if (distseq_catalog_lookup(name, &def))
 		PG_RETURN_BOOL(false);
 	distseq_catalog_create(name, GetUserId(), PG_GETARG_INT32(1),
@@ -471,126 +541,182 @@ is_member(DistseqNodeState *st, int64 node_id)
 	return false;
 }
 
+typedef struct EpochStep
+{
+	const char *schema;
+	DistseqPeer *peer;			/* NULL: this node */
+	DistseqNodeState *from;
+	DistseqNodeState *to;
+	int64	   *members;
+	int			nmembers;
+	char	   *members_text;
+	List	   *marks;
+	/* for the joiner's adopt */
+	char	   *names;
+	char	   *hwms;
+} EpochStep;
+
+static void
+step_remote_epoch_cas(void *arg)
+{
+	EpochStep  *es = arg;
+
+	remote_epoch_cas(distseq_peer_connect(es->peer), es->from, es->to->epoch,
+					 es->to->epoch_id, es->members_text, &es->marks);
+}
+
+static void
+step_local_epoch_cas(void *arg)
+{
+	EpochStep  *es = arg;
+
+	member_epoch_cas(es->schema, es->from->epoch, es->from->epoch_id,
+					 es->to->epoch, es->to->epoch_id,
+					 int8_array(es->members, es->nmembers));
+}
+
+static void
+step_adopt(void *arg)
+{
+	EpochStep  *es = arg;
+	RemoteConn *rc = distseq_peer_connect(es->peer);
+	char		b[2][32];
+	const char *params[5];
+	PGresult   *res;
+
+	snprintf(b[0], 32, INT64_FORMAT, es->to->epoch);
+	snprintf(b[1], 32, INT64_FORMAT, es->to->epoch_id);
+	params[0] = b[0];
+	params[1] = b[1];
+	params[2] = es->members_text;
+	params[3] = es->names;
+	params[4] = es->hwms;
+	res = distseq_remote_exec(rc,
+							  psprintf("SELECT %s.distseq_peer_adopt($1, $2, $3, $4, $5)",
+									   distseq_remote_schema(rc)),
+							  5, params);
+	PQclear(res);
+}
+
+/* The largest mark of each sequence, as array literals for adopt */
+static void
+marks_text(const char *schema, List *marks, char **names, char **hwms)
+{
+	StringInfoData n;
+	StringInfoData h;
+	ListCell   *lc;
+
+	distseq_spi_exec(psprintf("SELECT s.sequence_name, %s FROM %s.distseq_sequences s",
+							  HWM_EXPR(schema), schema), 0, NULL, NULL, SPI_OK_SELECT);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		SeqMark    *m = palloc(sizeof(SeqMark));
+
+		m->name = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+		m->hwm = distseq_spi_int8(i, 2);
+		marks = lappend(marks, m);
+	}
+	initStringInfo(&n);
+	initStringInfo(&h);
+	appendStringInfoChar(&n, '{');
+	appendStringInfoChar(&h, '{');
+	foreach(lc, marks)
+	{
+		SeqMark    *m = lfirst(lc);
+		const char *sep = foreach_current_index(lc) ? "," : "";
+
+		/* an array literal: quote the element, escape quotes and backslashes */
+		appendStringInfo(&n, "%s\"", sep);
+		for (const char *c = m->name; *c; c++)
+		{
+			if (*c == '"' || *c == '\\')
+				appendStringInfoChar(&n, '\\');
+			appendStringInfoChar(&n, *c);
+		}
+		appendStringInfoChar(&n, '"');
+		appendStringInfo(&h, "%s" INT64_FORMAT, sep, m->hwm);
+	}
+	appendStringInfoChar(&n, '}');
+	appendStringInfoChar(&h, '}');
+	*names = n.data;
+	*hwms = h.data;
+}
+
 /*
- * Change the membership to "members" on every node in "voters" (members
- * before and after), this one included; seed "joiner", if any, with the
- * largest marks.  Reverts the nodes that took the change if one refuses.
+ * Change the membership to "members" on every voter (members before and
+ * after), this node last, in the caller's transaction; then seed "joiner",
+ * if any, with the largest marks.  Each step runs in a subtransaction; if
+ * one fails, every voter tried is put back (the compare-and-set back only
+ * applies to a node that did move) and the caller's transaction, with this
+ * node's change, is aborted by the error.
  */
 static void
 member_change(const char *schema, DistseqNodeState *st, int64 *members, int nmembers,
 			  DistseqPeer *joiner)
 {
-	int64		new_epoch = st->epoch + 1;
-	int64		new_epoch_id;
-	char	   *members_text = int8_array_text(members, nmembers);
-	char	   *old_members_text = int8_array_text(st->members, st->nmembers);
-	List	   *accepted = NIL;
-	List	   *marks = NIL;
-	ListCell   *lc;
 	DistseqNodeState next = *st;
+	EpochStep	es = {0};
+	List	   *tried = NIL;
+	char	   *error = NULL;
+	bool		ok = true;
+	ListCell   *lc;
 
+	next.epoch = st->epoch + 1;
 	do
 	{
-		if (!pg_strong_random(&new_epoch_id, sizeof(new_epoch_id)))
+		if (!pg_strong_random(&next.epoch_id, sizeof(next.epoch_id)))
 			elog(ERROR, "could not generate a random number");
-		new_epoch_id &= PG_INT64_MAX;
-	} while (new_epoch_id == 0);
-	next.epoch = new_epoch;
-	next.epoch_id = new_epoch_id;
+		next.epoch_id &= PG_INT64_MAX;
+	} while (next.epoch_id == 0);
 
-	PG_TRY();
+	es.schema = schema;
+	es.from = st;
+	es.to = &next;
+	es.members = members;
+	es.nmembers = nmembers;
+	es.members_text = int8_array_text(members, nmembers);
+
+	for (int i = 0; i < nmembers && ok; i++)
 	{
-		for (int i = 0; i < nmembers; i++)
+		if (members[i] == st->node_id || !is_member(st, members[i]))
+			continue;
+		es.peer = distseq_peer_of(schema, members[i]);
+		if (es.peer == NULL)
 		{
-			DistseqPeer *peer;
-			RemoteConn *rc;
-
-			if (members[i] == st->node_id || !is_member(st, members[i]))
-				continue;
-			peer = distseq_peer_of(schema, members[i]);
-			if (peer == NULL)
-				ereport(ERROR,
-						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-						 errmsg("no distseq peer is registered here for member " INT64_FORMAT,
-								members[i]),
-						 errhint("Every member must be reachable from this node to change the membership: add its server with distseq_add_peer() first.")));
-			rc = distseq_peer_connect(peer);
-			remote_epoch_cas(rc, st, new_epoch, new_epoch_id, members_text, &marks);
-			accepted = lappend(accepted, peer);
+			error = psprintf("no distseq peer is registered here for member " INT64_FORMAT,
+							 members[i]);
+			ok = false;
+			break;
 		}
-		/* this node last, in the caller's transaction */
-		member_epoch_cas(schema, st->epoch, st->epoch_id, new_epoch, new_epoch_id,
-						 int8_array(members, nmembers));
+		tried = lappend(tried, es.peer);
+		ok = distseq_remote_try(step_remote_epoch_cas, &es, &error);
 	}
-	PG_CATCH();
+	if (ok)
+		ok = distseq_remote_try(step_local_epoch_cas, &es, &error);
+	if (ok && joiner)
 	{
-		/* put the nodes that moved back where they were; see the header */
-		foreach(lc, accepted)
-		{
-			List	   *ignored = NIL;
-
-			PG_TRY();
-			{
-				remote_epoch_cas(distseq_peer_connect(lfirst(lc)), &next,
-								 st->epoch, st->epoch_id, old_members_text, &ignored);
-			}
-			PG_CATCH();
-			{
-				FlushErrorState();
-			}
-			PG_END_TRY();
-		}
-		PG_RE_THROW();
+		marks_text(schema, es.marks, &es.names, &es.hwms);
+		es.peer = joiner;
+		ok = distseq_remote_try(step_adopt, &es, &error);
 	}
-	PG_END_TRY();
+	if (ok)
+		return;
 
-	if (joiner)
+	foreach(lc, tried)
 	{
-		/* the joiner gets the largest mark of each sequence, ours included */
-		StringInfoData names;
-		StringInfoData hwms;
-		const char *params[5];
-		char		b[2][32];
-		PGresult   *res;
+		EpochStep	back = es;
 
-		distseq_spi_exec(psprintf("SELECT s.sequence_name, %s FROM %s.distseq_sequences s",
-						  HWM_EXPR(schema), schema), 0, NULL, NULL, SPI_OK_SELECT);
-		for (uint64 i = 0; i < SPI_processed; i++)
-		{
-			SeqMark    *m = palloc(sizeof(SeqMark));
-
-			m->name = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
-			m->hwm = distseq_spi_int8(i, 2);
-			marks = lappend(marks, m);
-		}
-		initStringInfo(&names);
-		initStringInfo(&hwms);
-		appendStringInfoChar(&names, '{');
-		appendStringInfoChar(&hwms, '{');
-		foreach(lc, marks)
-		{
-			SeqMark    *m = lfirst(lc);
-
-			appendStringInfo(&names, "%s%s", foreach_current_index(lc) ? "," : "",
-							 quote_identifier(m->name));
-			appendStringInfo(&hwms, "%s" INT64_FORMAT,
-							 foreach_current_index(lc) ? "," : "", m->hwm);
-		}
-		appendStringInfoChar(&names, '}');
-		appendStringInfoChar(&hwms, '}');
-		snprintf(b[0], 32, INT64_FORMAT, new_epoch);
-		snprintf(b[1], 32, INT64_FORMAT, new_epoch_id);
-		params[0] = b[0];
-		params[1] = b[1];
-		params[2] = members_text;
-		params[3] = names.data;
-		params[4] = hwms.data;
-		res = distseq_remote_exec(distseq_peer_connect(joiner),
-								  psprintf("SELECT %s.distseq_peer_adopt($1, $2, $3, $4, $5)",
-										   distseq_remote_schema(distseq_peer_connect(joiner))),
-								  5, params);
-		PQclear(res);
+		back.peer = lfirst(lc);
+		back.from = &next;
+		back.to = st;
+		back.members_text = int8_array_text(st->members, st->nmembers);
+		back.marks = NIL;
+		(void) distseq_remote_try(step_remote_epoch_cas, &back, NULL);
 	}
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("could not change the distseq membership: %s", error),
+			 errhint("Every member must be reachable from this node, with a server added by distseq_add_peer().")));
 }
 
 /* Lock out a concurrent change started on this node */
@@ -612,6 +738,7 @@ PG_FUNCTION_INFO_V1(distseq_add_peer);
 Datum
 distseq_add_peer(PG_FUNCTION_ARGS)
 {
+	int			search_path_level;
 	char	   *server_name = NameStr(*PG_GETARG_NAME(0));
 	ForeignServer *server;
 	ForeignDataWrapper *fdw;
@@ -627,8 +754,11 @@ distseq_add_peer(PG_FUNCTION_ARGS)
 	Datum		values[3];
 
 	distseq_check_loaded();
+	search_path_level = distseq_pin_search_path();
 	PreventInTransactionBlock(true, "distseq_add_peer()");
 	server = GetForeignServerByName(server_name, false);
+	if (pg_foreign_server_aclcheck(server->serverid, GetUserId(), ACL_USAGE) != ACLCHECK_OK)
+		aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_FOREIGN_SERVER, server->servername);
 	fdw = GetForeignDataWrapper(server->fdwid);
 	if (strcmp(fdw->fdwname, "distseq") != 0)
 		ereport(ERROR,
@@ -691,6 +821,7 @@ distseq_add_peer(PG_FUNCTION_ARGS)
 		SPI_finish();
 	}
 	distseq_worker_wake(MyDatabaseId);
+	distseq_unpin_search_path(search_path_level);
 	PG_RETURN_VOID();
 }
 
@@ -703,6 +834,7 @@ PG_FUNCTION_INFO_V1(distseq_remove_peer);
 Datum
 distseq_remove_peer(PG_FUNCTION_ARGS)
 {
+	int			search_path_level;
 	char	   *server_name = NameStr(*PG_GETARG_NAME(0));
 	DistseqNodeState st;
 	const char *schema;
@@ -711,6 +843,7 @@ distseq_remove_peer(PG_FUNCTION_ARGS)
 	int64		node_id;
 
 	distseq_check_loaded();
+	search_path_level = distseq_pin_search_path();
 	PreventInTransactionBlock(true, "distseq_remove_peer()");
 	spi_connect();
 	schema = distseq_catalog_schema();
@@ -737,7 +870,30 @@ distseq_remove_peer(PG_FUNCTION_ARGS)
 	distseq_spi_exec(psprintf("DELETE FROM %s.distseq_peer WHERE server_name = $1", schema),
 			 1, types, values, SPI_OK_DELETE);
 	SPI_finish();
+	distseq_unpin_search_path(search_path_level);
 	PG_RETURN_VOID();
+}
+
+typedef struct PeerProbe
+{
+	DistseqPeer *peer;
+	int64		epoch;
+	int			members;
+} PeerProbe;
+
+static void
+peer_probe(void *arg)
+{
+	PeerProbe  *p = arg;
+	RemoteConn *rc = distseq_peer_connect(p->peer);
+	PGresult   *res = distseq_remote_exec(rc,
+										  psprintf("SELECT epoch, array_length(members, 1) FROM %s.distseq_peer_state()",
+												   distseq_remote_schema(rc)),
+										  0, NULL);
+
+	p->epoch = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	p->members = atoi(PQgetvalue(res, 0, 1));
+	PQclear(res);
 }
 
 PG_FUNCTION_INFO_V1(distseq_peer_status);
@@ -746,6 +902,7 @@ PG_FUNCTION_INFO_V1(distseq_peer_status);
 Datum
 distseq_peer_status(PG_FUNCTION_ARGS)
 {
+	int			search_path_level;
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	MemoryContext cxt = CurrentMemoryContext;
 	const char *schema;
@@ -753,6 +910,7 @@ distseq_peer_status(PG_FUNCTION_ARGS)
 	DistseqPeer *peers;
 
 	distseq_check_loaded();
+	search_path_level = distseq_pin_search_path();
 	InitMaterializedSRF(fcinfo, 0);
 	spi_connect();
 	schema = distseq_catalog_schema();
@@ -781,39 +939,32 @@ distseq_peer_status(PG_FUNCTION_ARGS)
 	{
 		Datum		values[6];
 		bool		nulls[6] = {0};
-		MemoryContext oldcxt = CurrentMemoryContext;
 
 		values[0] = CStringGetDatum(peers[i].name);
 		values[1] = Int64GetDatum(peers[i].node_id);
 		nulls[3] = nulls[4] = nulls[5] = true;
-		PG_TRY();
 		{
-			RemoteConn *rc = distseq_peer_connect(&peers[i]);
-			PGresult   *res = distseq_remote_exec(rc,
-												  psprintf("SELECT epoch, array_length(members, 1) FROM %s.distseq_peer_state()",
-														   distseq_remote_schema(rc)),
-												  0, NULL);
+			PeerProbe	probe = {&peers[i], 0, 0};
+			char	   *error = NULL;
 
-			values[2] = BoolGetDatum(true);
-			values[4] = Int64GetDatum(strtoll(PQgetvalue(res, 0, 0), NULL, 10));
-			values[5] = Int32GetDatum(atoi(PQgetvalue(res, 0, 1)));
-			nulls[4] = nulls[5] = false;
-			PQclear(res);
+			if (peers[i].serverid != InvalidOid &&
+				distseq_remote_try(peer_probe, &probe, &error))
+			{
+				values[2] = BoolGetDatum(true);
+				values[4] = Int64GetDatum(probe.epoch);
+				values[5] = Int32GetDatum(probe.members);
+				nulls[4] = nulls[5] = false;
+			}
+			else
+			{
+				values[2] = BoolGetDatum(false);
+				values[3] = CStringGetTextDatum(error ? error : "no foreign server of that name");
+				nulls[3] = false;
+			}
 		}
-		PG_CATCH();
-		{
-			ErrorData  *edata;
-
-			MemoryContextSwitchTo(oldcxt);
-			edata = CopyErrorData();
-			FlushErrorState();
-			values[2] = BoolGetDatum(false);
-			values[3] = CStringGetTextDatum(edata->message);
-			nulls[3] = false;
-		}
-		PG_END_TRY();
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
+	distseq_unpin_search_path(search_path_level);
 	distseq_remote_close_all();
 	return (Datum) 0;
 }

@@ -43,6 +43,7 @@ typedef struct RemoteConn
 {
 	Oid			serverid;		/* hash key */
 	PGconn	   *conn;
+	char		warning[256];	/* a WARNING the peer sent, or "" */
 	char		schema[NAMEDATALEN];	/* distseq's schema there */
 	char		name[NAMEDATALEN];	/* the foreign server's name */
 } RemoteConn;
@@ -135,6 +136,22 @@ remote_close_all(int code, Datum arg)
 			PQfinish(rc->conn);
 		rc->conn = NULL;
 	}
+}
+
+/*
+ * A WARNING from a peer makes the command fail: the one that matters is a
+ * synchronous-replication wait cancelled there, which commits without the
+ * standby's acknowledgement.  A value of such a commit must not count.
+ */
+static void
+remote_notice(void *arg, const PGresult *res)
+{
+	RemoteConn *rc = arg;
+	const char *severity = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
+	const char *message = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+
+	if (severity && strcmp(severity, "WARNING") == 0 && rc->warning[0] == '\0')
+		strlcpy(rc->warning, message ? message : "warning", sizeof(rc->warning));
 }
 
 /* Forget a connection whose state is unknown */
@@ -254,6 +271,7 @@ remote_connect(RemoteConn *rc, Oid userid)
 		}
 	}
 
+	PQsetNoticeReceiver(rc->conn, remote_notice, rc);
 	if (!superuser_arg(userid) && !PQconnectionUsedPassword(rc->conn))
 	{
 		remote_drop(rc);
@@ -278,6 +296,7 @@ distseq_remote_exec(RemoteConn *rc, const char *sql, int nparams,
 	PGresult   *next;
 
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), distseq_remote_timeout);
+	rc->warning[0] = '\0';
 	if (!PQsendQueryParams(rc->conn, sql, nparams, NULL, params, NULL, NULL, 0))
 	{
 		char	   *msg = pchomp(PQerrorMessage(rc->conn));
@@ -332,6 +351,17 @@ distseq_remote_exec(RemoteConn *rc, const char *sql, int nparams,
 		ereport(ERROR,
 				(errcode(code),
 				 errmsg("distseq peer \"%s\": %s", rc->name, message),
+				 errcontext("remote SQL command: %s", sql)));
+	}
+	if (rc->warning[0] != '\0')
+	{
+		char	   *warning = pstrdup(rc->warning);
+
+		PQclear(res);
+		ereport(ERROR,
+				(errcode(ERRCODE_WARNING),
+				 errmsg("distseq peer \"%s\" warned: %s", rc->name, warning),
+				 errdetail("The command's effect is not counted on."),
 				 errcontext("remote SQL command: %s", sql)));
 	}
 	return res;

@@ -33,6 +33,7 @@
 #include "access/xlog.h"
 #include "executor/spi.h"
 #include "foreign/foreign.h"
+#include "utils/acl.h"
 #include "libpq-fe.h"
 #include "commands/dbcommands.h"
 #include "miscadmin.h"
@@ -367,8 +368,15 @@ worker_local_refill(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
 		if (!worker_reserve(seq, relid, gen, count, account, issued, lost,
 							skipped, &need_windows, r))
 			return false;
-		if (!need_windows || attempt > 0)
+		if (!need_windows)
 			return true;
+		if (attempt > 0)
+		{
+			/* not exhausted: the windows are just not there yet */
+			worker_refill_failed(seq, gen,
+								 "no open window left here, and the agent has not opened one yet");
+			return false;
+		}
 		if (!worker_agent_pass())
 		{
 			worker_refill_failed(seq, gen,
@@ -451,6 +459,12 @@ worker_remote_refill(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
 			{
 				appendStringInfo(&errors, "%sserver \"%s\" does not exist",
 								 errors.len ? "; " : "", (char *) lfirst(lc));
+				continue;
+			}
+			if (pg_foreign_server_aclcheck(server->serverid, owner, ACL_USAGE) != ACLCHECK_OK)
+			{
+				appendStringInfo(&errors, "%sthe owner may not use server \"%s\"",
+								 errors.len ? "; " : "", server->servername);
 				continue;
 			}
 			rr.serverid = server->serverid;

