@@ -1,0 +1,202 @@
+#!/usr/bin/env bash
+# Instructions per value of distseq_nextval against native nextval, counted
+# with valgrind's callgrind: deterministic, unlike timings on a shared box.
+#
+#   bash bench/callgrind.sh              # N = 100,000 and 300,000 (a few minutes)
+#   bash bench/callgrind.sh --n1 20000 --n2 60000   # quicker, a little less exact
+#   bash bench/callgrind.sh --keep       # keep the work directory and cg.* files
+#   bash bench/callgrind.sh --no-build   # use the installed extension as it is
+#
+# Starts a throwaway server (postgres user, under /tmp) under
+#   valgrind --tool=callgrind --trace-children=yes --callgrind-out-file=.../cg.%p
+# so every backend writes its own cg.<pid> file when it exits.  For each
+# expression, each measured query runs in a fresh session that first asks
+# for pg_backend_pid():
+#   SELECT count(expr) FROM generate_series(1, N) g      at N = n1 and n2
+# instructions per row = (total of the n2 backend - total of the n1 backend)
+# / (n2 - n1), which cancels connection set-up and the first call's catalog
+# lookups; the same for expr = g (the generate_series + count floor) is then
+# subtracted.  expr = 1 is a second floor, for expressions that, like
+# nextval('x'), do not read g (the g floor includes fetching g from the
+# row, which they don't pay).  Also prints the refill worker's instructions per refill
+# (its whole life, start-up included, divided by the refills it made).
+# Writes bench/out/callgrind.csv.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+. "$here/scripts/common.sh"
+
+n1=100000
+n2=300000
+keep=0
+build=1
+while [ $# -gt 0 ]; do
+	case $1 in
+		--n1) n1=$2; shift ;;
+		--n2) n2=$2; shift ;;
+		--keep) keep=1 ;;
+		--no-build) build=0 ;;
+		-h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+		*) echo "unknown option: $1" >&2; exit 2 ;;
+	esac
+	shift
+done
+[ "$n2" -gt "$n1" ] || { echo "--n2 must be larger than --n1" >&2; exit 2; }
+
+t_start=$(date +%s)
+log() { echo "== [$(( $(date +%s) - t_start ))s] $*" >&2; }
+
+command -v valgrind >/dev/null || { echo "valgrind is not installed (apt-get install valgrind)" >&2; exit 1; }
+distseq_install_packages
+if [ $build -eq 1 ]; then
+	distseq_build_install "$here" || { echo "build of $here failed" >&2; exit 1; }
+fi
+
+out=$here/bench/out
+mkdir -p "$out"
+work=$(mktemp -d /tmp/dscg.XXXXXX)
+chmod 755 "$work"
+mkdir -p "$work/cg"
+if [ "$(id -u)" -eq 0 ]; then
+	chown -R postgres "$work"
+	as_pg() { runuser -u postgres -- env LC_ALL=C.UTF-8 "$@"; }
+else
+	as_pg() { env LC_ALL=C.UTF-8 "$@"; }
+fi
+port=54451
+psql_cg() { as_pg "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$work" -p $port -d bench "$@"; }
+
+vg_pid=
+cleanup() {
+	if [ -f "$work/data/postmaster.pid" ]; then
+		as_pg "$PGBIN/pg_ctl" -D "$work/data" -m fast -t 300 stop >/dev/null 2>&1 ||
+			{ [ -n "$vg_pid" ] && kill "$vg_pid" 2>/dev/null; } || true
+	fi
+	if [ $keep -eq 1 ]; then echo "work directory kept: $work" >&2; else rm -rf "$work"; fi
+}
+trap cleanup EXIT
+
+as_pg "$PGBIN/initdb" -D "$work/data" -A trust -E UTF8 >/dev/null
+cat >> "$work/data/postgresql.conf" <<CONF
+shared_preload_libraries = 'distseq'
+listen_addresses = ''
+unix_socket_directories = '$work'
+port = $port
+max_connections = 20
+jit = off
+autovacuum = off
+CONF
+
+log "starting the server under callgrind in $work"
+as_pg valgrind --tool=callgrind --trace-children=yes \
+	--callgrind-out-file="$work/cg/cg.%p" \
+	"$PGBIN/postgres" -D "$work/data" > "$work/server.log" 2>&1 &
+vg_pid=$!
+for i in $(seq 1 600); do
+	as_pg "$PGBIN/pg_isready" -q -h "$work" -p $port && break
+	kill -0 $vg_pid 2>/dev/null || { cat "$work/server.log" >&2; exit 1; }
+	sleep 0.5
+done
+as_pg "$PGBIN/pg_isready" -q -h "$work" -p $port || { echo "server did not start" >&2; exit 1; }
+
+as_pg "$PGBIN/createdb" -h "$work" -p $port bench
+psql_cg >/dev/null <<'SQL'
+CREATE EXTENSION distseq;
+SELECT distseq_create('s', block_size => 100);
+CREATE SEQUENCE ns_cache CACHE 1000;
+CREATE SEQUENCE ns_nocache;
+SQL
+
+# total instructions of the process whose callgrind file is cg.<pid>, once it exited
+cg_total() {
+	local f="$work/cg/cg.$1" t=
+	for i in $(seq 1 600); do
+		if [ -f "$f" ]; then
+			t=$(awk '/^totals:/ { v = $2 } /^summary:/ { if (v == "") v = $2 } END { print v }' "$f")
+			[ -n "$t" ] && break
+		fi
+		sleep 0.5
+	done
+	[ -n "$t" ] || { echo "no callgrind totals for pid $1 in $f" >&2; exit 1; }
+	echo "$t"
+}
+
+# one fresh session: prints the instructions its backend executed in all
+session_total() {	# expr N
+	local pid
+	pid=$(psql_cg -At -c "SELECT pg_backend_pid()" \
+		-c "SELECT count($1) FROM generate_series(1, $2) g" | sed -n 1p)
+	cg_total "$pid"
+}
+
+# key|label|expr
+variants() {
+	cat <<'EOF'
+floor|g (generate_series + count floor)|g
+const|1 (floor without reading g)|1
+int8pl|int8pl(g, 1) (empty C call)|int8pl(g, 1)
+distseq|distseq_nextval('s')|distseq_nextval('s')
+ns_cache|nextval('ns_cache') CACHE 1000|nextval('ns_cache')
+ns_nocache|nextval('ns_nocache') no cache|nextval('ns_nocache')
+EOF
+}
+
+# warm up: shared buffers, the refill worker, the first segments
+log "warm-up sessions"
+while IFS='|' read -r key label expr; do
+	session_total "$expr" 2000 >/dev/null
+done < <(variants)
+
+declare -A per_row
+while IFS='|' read -r key label expr; do
+	log "$label: N=$n1 and N=$n2"
+	a=$(session_total "$expr" "$n1")
+	b=$(session_total "$expr" "$n2")
+	per_row[$key]=$(awk -v a="$a" -v b="$b" -v n=$((n2 - n1)) 'BEGIN { printf "%.1f", (b - a) / n }')
+	echo "$key,$a,$b" >> "$work/totals.csv"
+done < <(variants)
+
+# the refill worker's whole life, divided by its refills
+wpid=$(psql_cg -At -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'distseq worker'" | sed -n 1p)
+refills=$(psql_cg -At -c "SELECT sum(refills), sum(waits), sum(values_issued) FROM distseq_status")
+log "stopping the server (the worker writes its file when it exits)"
+as_pg "$PGBIN/pg_ctl" -D "$work/data" -m fast -t 300 stop >/dev/null
+wtotal=
+wrefill=
+if [ -n "$wpid" ]; then
+	wtotal=$(cg_total "$wpid")
+	# inclusive cost of the refills alone, without start-up: worker_refill(),
+	# or the catalog reservation it calls when the compiler inlined it
+	for fn in worker_refill distseq_catalog_reserve; do
+		wrefill=$(callgrind_annotate --inclusive=yes --threshold=100 "$work/cg/cg.$wpid" 2>/dev/null |
+			awk -v fn=":$fn " 'index($0, fn) && v == "" { gsub(/,/, "", $1); v = $1 } END { print v }')
+		[ -n "$wrefill" ] && { wfn=$fn; break; }
+	done
+fi
+
+floor=${per_row[floor]}
+cfloor=${per_row[const]}
+csv=$out/callgrind.csv
+echo "variant,expr,instr_n1,instr_n2,n1,n2,instr_per_row,net_of_g,net_of_const" > "$csv"
+echo
+echo "callgrind instructions per value: (N=$n2 session - N=$n1 session) / $((n2 - n1)), minus a floor"
+printf "%-40s %10s %12s %12s\n" "expression" "per row" "minus g" "minus 1"
+while IFS='|' read -r key label expr; do
+	IFS=, read -r _ a b < <(grep "^$key," "$work/totals.csv")
+	net=$(awk -v p="${per_row[$key]}" -v f="$floor" 'BEGIN { printf "%.1f", p - f }')
+	cnet=$(awk -v p="${per_row[$key]}" -v f="$cfloor" 'BEGIN { printf "%.1f", p - f }')
+	printf "%-40s %10s %12s %12s\n" "$label" "${per_row[$key]}" "$net" "$cnet"
+	echo "\"$label\",\"$expr\",$a,$b,$n1,$n2,${per_row[$key]},$net,$cnet" >> "$csv"
+done < <(variants)
+echo "(\"minus g\" is the figure to compare with the targets; \"minus 1\" is fairer for"
+echo " expressions that never read g: distseq_nextval and nextval)"
+if [ -n "$wtotal" ]; then
+	IFS='|' read -r nref nwait issued <<< "$refills"
+	awk -v t="$wtotal" -v f="${wrefill:-0}" -v fn="${wfn:-}" -v r="$nref" -v w="$nwait" -v n="$issued" 'BEGIN {
+		printf "\nrefill worker (a separate process, not in the figures above): %d refills for %d values issued, %d refills waited for by a caller\n", r, n, w
+		if (f > 0)
+			printf "  in %s(): %.0f instructions per refill = %.1f per value issued\n", fn, f / r, f / n
+		printf "  whole process (start-up and fork-inherited counts included): %.0f per refill = %.1f per value issued\n", t / r, t / n }'
+	echo "\"refill worker: ${wfn:-whole process} per refill\",\"\",${wrefill:-$wtotal},$nref,,,$(awk -v f="${wrefill:-$wtotal}" -v r="$nref" 'BEGIN { printf "%.0f", f / r }'),," >> "$csv"
+fi
+log "done in $(( $(date +%s) - t_start ))s; $csv"
