@@ -188,7 +188,8 @@ REVOKE ALL ON FUNCTION distseq_add_peer(name), distseq_remove_peer(name),
 -- values left of each sequence.
 CREATE FUNCTION distseq_peer_status(OUT server_name name, OUT node_id bigint,
 									OUT reachable boolean, OUT error text,
-									OUT epoch bigint, OUT members integer)
+									OUT epoch bigint, OUT members integer,
+									OUT open_windows bigint, OUT runway_seconds numeric)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'distseq_peer_status'
 LANGUAGE C;

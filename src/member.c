@@ -879,6 +879,8 @@ typedef struct PeerProbe
 	DistseqPeer *peer;
 	int64		epoch;
 	int			members;
+	char	   *open_windows;	/* as text; NULL when the peer has none */
+	char	   *runway;
 } PeerProbe;
 
 static void
@@ -887,12 +889,17 @@ peer_probe(void *arg)
 	PeerProbe  *p = arg;
 	RemoteConn *rc = distseq_peer_connect(p->peer);
 	PGresult   *res = distseq_remote_exec(rc,
-										  psprintf("SELECT epoch, array_length(members, 1) FROM %s.distseq_peer_state()",
+										  psprintf("SELECT n.epoch, array_length(n.members, 1),"
+												   " (SELECT sum(open_windows) FROM %1$s.distseq_status),"
+												   " (SELECT min(runway_seconds) FROM %1$s.distseq_status)"
+												   " FROM %1$s.distseq_peer_state() n",
 												   distseq_remote_schema(rc)),
 										  0, NULL);
 
 	p->epoch = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
 	p->members = atoi(PQgetvalue(res, 0, 1));
+	p->open_windows = PQgetisnull(res, 0, 2) ? NULL : pstrdup(PQgetvalue(res, 0, 2));
+	p->runway = PQgetisnull(res, 0, 3) ? NULL : pstrdup(PQgetvalue(res, 0, 3));
 	PQclear(res);
 }
 
@@ -937,12 +944,12 @@ distseq_peer_status(PG_FUNCTION_ARGS)
 
 	for (uint64 i = 0; i < n; i++)
 	{
-		Datum		values[6];
-		bool		nulls[6] = {0};
+		Datum		values[8];
+		bool		nulls[8] = {0};
 
 		values[0] = CStringGetDatum(peers[i].name);
 		values[1] = Int64GetDatum(peers[i].node_id);
-		nulls[3] = nulls[4] = nulls[5] = true;
+		nulls[3] = nulls[4] = nulls[5] = nulls[6] = nulls[7] = true;
 		{
 			PeerProbe	probe = {&peers[i], 0, 0};
 			char	   *error = NULL;
@@ -954,6 +961,18 @@ distseq_peer_status(PG_FUNCTION_ARGS)
 				values[4] = Int64GetDatum(probe.epoch);
 				values[5] = Int32GetDatum(probe.members);
 				nulls[4] = nulls[5] = false;
+				if (probe.open_windows)
+				{
+					values[6] = DirectFunctionCall1(int8in, CStringGetDatum(probe.open_windows));
+					nulls[6] = false;
+				}
+				if (probe.runway)
+				{
+					values[7] = DirectFunctionCall3(numeric_in, CStringGetDatum(probe.runway),
+													ObjectIdGetDatum(InvalidOid),
+													Int32GetDatum(-1));
+					nulls[7] = false;
+				}
 			}
 			else
 			{

@@ -176,6 +176,10 @@ for my $n (qw(a b c))
 		'>', "$file.out", '2>', "$file.err");
 }
 $_->finish for @racers;
+is($node{a}->safe_psql('postgres',
+		'SELECT count(*), bool_and(reachable), bool_and(open_windows > 0),
+		        bool_and(members = 3) FROM distseq_peers'),
+	'2|t|t|t', 'distseq_peers shows both peers reachable, with open windows');
 my @race = all_windows('race', qw(a b c));
 cmp_ok(scalar(@race), '>=', 100, 'the racing agents allocated many windows (' . scalar(@race) . ')');
 my @bad = overlaps(@race);
