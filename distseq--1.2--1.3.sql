@@ -76,7 +76,15 @@ CREATE TABLE distseq_peer (
 	added_by oid NOT NULL
 );
 
-REVOKE ALL ON distseq_node, distseq_peer FROM PUBLIC;
+-- The largest mark of each sequence this node was told when it joined,
+-- kept even for sequences it does not have yet: a sequence introduced here
+-- later starts no lower.  Not dumped, as distseq_node.
+CREATE TABLE distseq_seed (
+	sequence_name text PRIMARY KEY,
+	hwm bigint NOT NULL
+);
+
+REVOKE ALL ON distseq_node, distseq_peer, distseq_seed FROM PUBLIC;
 
 -- The top of every window range won, in slots.  NULL: the highest window,
 -- or the first slot when there is none.

@@ -210,18 +210,19 @@ agent_read(const char *schema, AgentSeq *seq, DistseqNodeState *st,
 		PQclear(res);
 		if (!m->in_epoch)
 			continue;
-		if (m->has_sequence)
+		/* a member without the sequence answers with its seed, if any */
+		res = member_exec(m, "SELECT hwm FROM %s.distseq_peer_hwm($1)", 1, params);
+		if (res == NULL)
 		{
-			res = member_exec(m, "SELECT hwm FROM %s.distseq_peer_hwm($1)", 1, params);
-			if (res == NULL)
-			{
-				m->in_epoch = false;
-				continue;
-			}
+			m->in_epoch = false;
+			continue;
+		}
+		if (!PQgetisnull(res, 0, 0))
+		{
 			m->hwm = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-			PQclear(res);
 			*top = Max(*top, m->hwm);
 		}
+		PQclear(res);
 		read++;
 	}
 	return read;

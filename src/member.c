@@ -251,15 +251,19 @@ distseq_peer_hwm(PG_FUNCTION_ARGS)
 	spi_connect();
 	schema = distseq_catalog_schema();
 	values[0] = PG_GETARG_DATUM(0);
-	distseq_spi_exec(psprintf("SELECT %s, n.epoch, n.epoch_id FROM %s.distseq_sequences s,"
-					  " %s.distseq_node n WHERE s.sequence_name = $1",
-					  HWM_EXPR(schema), schema, schema),
-			 1, types, values, SPI_OK_SELECT);
-	if (SPI_processed != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("distseq sequence \"%s\" does not exist",
-						text_to_cstring(PG_GETARG_TEXT_PP(0)))));
+
+	/*
+	 * A node without the sequence answers with the seed it was given when
+	 * it joined (NULL if none): that is all it may have promised.
+	 */
+	distseq_spi_exec(psprintf("SELECT COALESCE((SELECT %s FROM %s.distseq_sequences s"
+							  "                 WHERE s.sequence_name = $1),"
+							  "                (SELECT hwm FROM %s.distseq_seed WHERE sequence_name = $1)),"
+							  " n.epoch, n.epoch_id FROM %s.distseq_node n",
+							  HWM_EXPR(schema), schema, schema, schema),
+					 1, types, values, SPI_OK_SELECT);
+	nulls[0] = SPI_tuptable->vals[0] == NULL ||
+		SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1) == NULL;
 	values[0] = Int64GetDatum(distseq_spi_int8(0, 1));
 	values[1] = Int64GetDatum(distseq_spi_int8(0, 2));
 	values[2] = Int64GetDatum(distseq_spi_int8(0, 3));
@@ -412,6 +416,13 @@ distseq_peer_adopt(PG_FUNCTION_ARGS)
 					  " FROM unnest($4, $5) AS v(name, hwm) WHERE s.sequence_name = v.name",
 					  schema, HWM_EXPR(schema)),
 			 5, types, values, SPI_OK_UPDATE);
+	/* and for every sequence, had or not: one introduced later starts above */
+	distseq_spi_exec(psprintf("INSERT INTO %s.distseq_seed (sequence_name, hwm)"
+							  " SELECT name, max(hwm) FROM unnest($4, $5) AS v(name, hwm) GROUP BY name"
+							  " ON CONFLICT (sequence_name)"
+							  " DO UPDATE SET hwm = GREATEST(%s.distseq_seed.hwm, EXCLUDED.hwm)",
+							  schema, schema),
+					 5, types, values, SPI_OK_INSERT);
 	SPI_finish();
 	PG_RETURN_VOID();
 }
@@ -487,8 +498,10 @@ distseq_peer_create(PG_FUNCTION_ARGS)
 	schema = distseq_catalog_schema();
 	values[0] = PG_GETARG_DATUM(0);
 	values[1] = PG_GETARG_DATUM(6);
-	distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences SET hwm = $2 WHERE sequence_name = $1",
-					  schema), 2, types, values, SPI_OK_UPDATE);
+	distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences SET hwm = GREATEST($2,"
+							  " (SELECT hwm FROM %s.distseq_seed WHERE sequence_name = $1))"
+							  " WHERE sequence_name = $1",
+							  schema, schema), 2, types, values, SPI_OK_UPDATE);
 	SPI_finish();
 	PG_RETURN_BOOL(true);
 }
@@ -857,16 +870,21 @@ distseq_remove_peer(PG_FUNCTION_ARGS)
 				 errmsg("server \"%s\" is not a distseq peer of this node", server_name)));
 	node_id = distseq_spi_int8(0, 1);
 	distseq_node_state(schema, &st);
-	if (is_member(&st, node_id))
-	{
-		int64	   *members = palloc(sizeof(int64) * st.nmembers);
-		int			n = 0;
 
-		for (int i = 0; i < st.nmembers; i++)
-			if (st.members[i] != node_id)
-				members[n++] = st.members[i];
-		member_change(schema, &st, members, n, NULL);
-	}
+	/*
+	 * Removing a member can lose the record of windows it helped win (a
+	 * model check found how: removes shrink the set of nodes that hold a
+	 * win), and a remove from two members splits them.  Until removes seed
+	 * the remaining members in a two-phase change, only servers that are not
+	 * members can be removed here.
+	 */
+	if (is_member(&st, node_id))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("removing a member from a distseq group is not supported yet"),
+				 errdetail("Server \"%s\" is a member; removing it safely needs a change that seeds every remaining member.",
+						   server_name),
+				 errhint("A member that is down for good costs only its vote: the others go on while a majority is up.")));
 	distseq_spi_exec(psprintf("DELETE FROM %s.distseq_peer WHERE server_name = $1", schema),
 			 1, types, values, SPI_OK_DELETE);
 	SPI_finish();

@@ -242,11 +242,53 @@ like($err, qr/this distseq node is a copy of a member/, 'a promoted copy of a me
 like($err, qr/copy of a member|could not reach a majority/, 'nor allocates');
 $copy->stop;
 
+# Removing a member is refused (it could lose the record of won windows).
+($ret, $out, $err) = $node{a}->psql('postgres', "SELECT distseq_remove_peer('node_c')");
+like($err, qr/removing a member from a distseq group is not supported yet/,
+	'removing a member is refused');
+
+# A fourth node joins after the sequences exist: it is seeded with every
+# mark, so the sequences introduced to it later start above every window.
+my $d = PostgreSQL::Test::Cluster->new('node_d');
+$d->init(allows_streaming => 1);
+$d->append_conf('postgresql.conf', qq(
+shared_preload_libraries = 'distseq'
+listen_addresses = '127.0.0.1'
+distseq.agent_interval = '200ms'
+distseq.remote_timeout = '2s'
+));
+my $dhba = slurp_file($d->data_dir . '/pg_hba.conf');
+open my $dfh, '>', $d->data_dir . '/pg_hba.conf' or die;
+print $dfh "host all all 127.0.0.1/32 trust\n$dhba";
+close $dfh;
+$d->start;
+$d->safe_psql('postgres', 'CREATE EXTENSION distseq');
+$node{d} = $d;
+for my $pair ([ 'a', 'd' ], [ 'b', 'd' ], [ 'c', 'd' ], [ 'd', 'a' ], [ 'd', 'b' ], [ 'd', 'c' ])
+{
+	my ($on, $to) = @$pair;
+	my $port = $node{$to}->port;
+	$node{$on}->safe_psql('postgres', qq(
+		CREATE SERVER node_$to FOREIGN DATA WRAPPER distseq
+			OPTIONS (host '127.0.0.1', port '$port', dbname 'postgres');
+		CREATE USER MAPPING FOR CURRENT_USER SERVER node_$to OPTIONS (user 'postgres');));
+}
+$node{a}->safe_psql('postgres', "SELECT distseq_add_peer('node_d')");
+$node{$_}->safe_psql('postgres', "SELECT distseq_add_peer('node_d')") for qw(b c);
+$d->safe_psql('postgres', "SELECT distseq_add_peer('node_$_')") for qw(a b c);
+is($d->safe_psql('postgres', 'SELECT count(*) > 0 FROM distseq_seed'), 't',
+	'the joiner was seeded for sequences it does not have yet');
+$d->safe_psql('postgres', 'SELECT count(*) FROM distseq_maintain()');
+is($d->safe_psql('postgres', "SELECT count(*) FROM distseq_windows WHERE sequence_name = 'orders'"),
+	'2', 'the joiner opened its own windows');
+is(scalar(overlaps(all_windows('orders', qw(a b c d)))), 0, "the joiner's windows overlap no one's");
+is(scalar(overlaps(all_windows('race', qw(a b c d)))), 0, 'for every sequence');
+
 # All of it again after the restarts: still nothing twice.
 @v = load(300, qw(a b c));
 $dups = grep { $seen{$_}++ } @v;
 is($dups, 0, 'after restarts nothing is repeated');
 is(scalar(overlaps(all_windows('orders', qw(a b c)))), 0, 'and no windows overlap');
 
-$node{$_}->stop for qw(a b c);
+$node{$_}->stop for qw(a b c d);
 done_testing();
