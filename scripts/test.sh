@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Build and install distseq, then run every test suite against temporary
-# servers: pg_regress (sql/), isolation (test/specs/) and TAP (test/t/), and
-# a smoke run of the benchmark runner so that it does not rot.
+# servers: pg_regress (sql/), isolation (test/specs/) and TAP (test/t/), a
+# smoke run of the benchmark runner so that it does not rot, and the model
+# check of the window allocator (test/model/).
 #
 #   bash scripts/test.sh                 # everything
-#   bash scripts/test.sh regress         # one suite: regress, isolation, tap or bench
+#   bash scripts/test.sh regress         # one suite: regress, isolation, tap, bench or model
 #   PROVE_TESTS=test/t/002_crash.pl bash scripts/test.sh tap
 #
 # Runs as root (installing what a fresh Debian 12 machine lacks) or as any
@@ -15,7 +16,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 . "$here/scripts/common.sh"
 
-suites=${*:-regress isolation tap bench}
+suites=${*:-regress isolation tap bench model}
 
 distseq_install_packages
 distseq_build_install "$here" || exit 1
@@ -40,6 +41,7 @@ for suite in $suites; do
 		isolation) run_make REGRESS= TAP_TESTS= ;;
 		tap) run_make REGRESS= ISOLATION= ;;
 		bench) bash "$here/bench/run.sh" --quick --no-build ;;
+		model) bash "$here/test/model/run.sh" ;;
 		*) echo "unknown suite: $suite"; false ;;
 	esac
 	if [ $? -eq 0 ]; then

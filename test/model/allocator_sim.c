@@ -1,45 +1,83 @@
 /*
  * allocator_sim.c -- a randomized model checker for distseq's window
- * allocator and its membership changes (src/agent.c, src/member.c;
- * DESIGN-NOTES.md sections 2 and 3).
+ * allocator and its membership changes (src/agent.c, src/member.c,
+ * src/catalog.c; DESIGN-NOTES.md sections 2 and 3).
  *
  * Every agent and every membership change is a state machine that sends one
  * message per step; between any two steps anything else may happen: other
  * agents, other changes, node crashes and recoveries, partitions of random
  * subsets, single links cut or healed, a reply lost after the callee applied
- * the call, a request held in the network and applied much later (a
- * timed-out call the server still runs), an agent or a proposer dying half
- * way, a removed node wiped and coming back as a fresh node.  It checks that
- * no two windows ever created overlap and that no node's high-water mark
- * ever goes down, and prints the trace that led to the first violation.
+ * the call, a request held in the network and applied much later (a call
+ * that timed out but that the server still runs), an agent or a proposer
+ * dying half way, a removed machine wiped and coming back as a fresh node.
+ * It checks that no two windows ever created overlap and that no node's
+ * high-water mark ever goes down, and prints the trace that led to the first
+ * violation.  One sequence is modelled; it is created on the seed node.
  *
  * Protocols (--proto):
- *   impl   what agent.c and member.c do today (default): a member lacking a
- *          sequence counts towards the read majority and is introduced with
- *          the mark read; the adopt seeds only sequences the joiner already
- *          has; the proposer's own epoch change commits after the adopt, and
- *          a failed adopt rolls it back (remote voters stay moved); a remove
- *          seeds nobody; removing from two members needs one vote; a node
- *          alone allocates inline (catalog.c) after an unlocked look at its
- *          membership.
- *   brief  the protocol as written in the model's brief: every node holds a
- *          mark for the sequence, the joiner is always seeded, the
- *          proposer's own change is atomic.
- *   fixed  impl plus the fixes this checker proposes: voters take the new
- *          epoch "pending" (no compare-and-set wins on them, they cannot
- *          vote) until seeded; the proposer, last voter, raises its own mark
- *          to the largest mark returned in the same step and then seeds every
- *          member of the new set (the joiner by the adopt), a pending member
- *          can later be seeded by any seeded member of its epoch; seeds are
- *          kept for sequences a member does not have yet; removing one of two
- *          members needs the vote of the one removed; a node alone allocates
- *          inline only after checking, under the lock, that it is alone.
+ *   impl   what the code does today (default; member.c and agent.c as of
+ *          11659f2).  Members are only ever added, one at a time
+ *          (distseq_remove_peer refuses to remove a member): --changes is
+ *          "add" unless given.  The voters are the members before, remote
+ *          ones first; the proposer's own move stays uncommitted, its node
+ *          row locked, until after the adopt; a failed step, the adopt
+ *          included, reverts every remote voter tried and rolls the
+ *          proposer's move back.  The epoch compare-and-set returns the marks
+ *          of the sequences the voter has (so does the proposer for its own);
+ *          the adopt takes only a fresh node, raises the sequences it has to
+ *          the largest mark and keeps it as the seed of every sequence it has
+ *          not (distseq_seed).  A member lacking the sequence answers an
+ *          agent's read with its seed (none: no mark) and counts towards the
+ *          read majority; introduced, the sequence starts at the larger of
+ *          the mark read and the seed.  A node whose membership has one
+ *          member allocates inline (catalog.c), under the node row's lock.
+ *          --changes=both (or add,remove) brings back the remove of a7f2bcb
+ *          (the same steps, seeding nobody), to show what it breaks.
+ *   brief  the protocol as the model's brief states it: every node holds a
+ *          mark, the joiner is always seeded, the proposer's move is atomic
+ *          and an adopt that fails leaves the change made.
+ *   fixed  impl with every fix below (--fix=... applies some of them to impl
+ *          or, for quorum, to brief):
+ *     quorum   removing one of two members needs the vote of the one removed
+ *              (it moves to the new epoch, out of its own membership, and a
+ *              node out of its own membership neither allocates, inline or
+ *              not, nor proposes);
+ *     seed     voters take the new epoch "pending": no compare-and-set wins on
+ *              them and they cannot vote again; the proposer, last voter,
+ *              raises its own mark to the largest mark returned as it moves
+ *              (the commit), then seeds every member of the new set with it
+ *              (the joiner through the adopt); a pending member can be seeded
+ *              later by any seeded member of its epoch;
+ *     missing  a seed is kept for a sequence the member does not have yet, and
+ *              introducing the sequence there starts from it;
+ *     resume   (liveness only) a dead proposer resumes when its node is back:
+ *              it reverts every voter, or finishes seeding if it had moved;
+ *              a node in the epoch of a change asks the proposer how it ended
+ *              (committed: seeded; failed: back to the epoch before); a
+ *              joiner whose adopt failed adopts later from a member.
  *
- * --broken=X disables one safety mechanism of the fixed protocol, to show
- * that the checker catches it: noepoch (compare-and-set ignores the epoch),
- * nocas (ignores hwm <= M), noseed (a change seeds nobody), allatonce (a
- * change may add or remove two members), noquorum (removing one of two
- * members without its vote), nopending (voters usable before being seeded).
+ * --broken=X takes one mechanism out of the fixed protocol (or, with
+ * --proto=impl given, out of impl: noepoch, nocas, noseed or allatonce), to
+ * show that the checker catches it: noepoch (the compare-and-set ignores
+ * the epoch), nocas (it ignores hwm <= M), noseed (a change seeds nobody;
+ * impl: the adopt leaves the joiner unseeded, as before 11659f2), allatonce
+ * (a change may add or remove two members; safe in impl, whose adds need
+ * every member and seed the joiners), noquorum (removing one of two members
+ * without its vote), nopending (voters usable before they are seeded; that
+ * one needs a proposer to die right after it moved, twice in a row, and is
+ * rarely caught).
+ *
+ * --scenario=NAME replays a counterexample step by step, with no other
+ * event: twonode, shrink, shrink5, joiners (see scenario() below).  The
+ * first three remove members: under impl the removes are refused unless
+ * --changes=add,remove.
+ *
+ * With adds only, a group can wedge for good (an add that failed after a
+ * voter moved, and whose revert of that voter failed too: no later change
+ * finds every member in one epoch, and there is no remove).  So such runs
+ * (--restart=STEPS, the default with adds only) start a new cluster of fresh
+ * nodes when no change was done for a while, and (--vary) give each
+ * cluster its own mix of events, see draw_mix().
  *
  * C99, no dependencies, deterministic for a given set of options.
  */
@@ -78,25 +116,30 @@ static int	brk = BRK_NONE;
 static int	trace_level = 0;
 static int	show_lines = 120;
 static int	opt_dump = 0;
-static int	opt_ops = 3;			/* 1: adds only, 2: removes only, 3: both */
+static int	opt_ops = 0;			/* 1: adds only, 2: removes only, 3: both; 0: the
+								 * protocol's (impl: adds only, else both) */
+static long opt_restart = -1;	/* a new cluster after so many steps with no
+								 * change done (0: never; -1: the default) */
+static int	opt_vary = -1;		/* a mix of events per cluster (-1: when they restart) */
 static const char *opt_scenario;
 static double p_anom;			/* per call: reply lost, or request delayed */
+static double p_read;			/* per agent read: it times out */
 static double fscale;			/* crashes and partitions: rarer in large groups */
 
-/* the fixes, each alone on top of impl with --fix=..., all of them in "fixed" */
-#define FX_QUORUM	1			/* removing one of two members needs its vote (and a node
-								 * out of its own membership allocates nothing) */
-#define FX_SEED		2			/* pending voters, seeded by the proposer */
-#define FX_MISSING	4			/* seeds kept for a sequence not there yet */
-#define FX_INLINE	8			/* a node alone allocates inline under the lock */
-#define FX_RESUME	16			/* liveness: a dead proposer resumes, failed changes
-								 * are reverted again, a joiner left behind adopts */
-#define FX_ALL		31
-static const char *fix_names[] = {"quorum", "seed", "missing", "inline", "resume"};
+/* the fixes (see the top of the file) */
+#define FX_QUORUM	1
+#define FX_SEED		2
+#define FX_MISSING	4
+#define FX_RESUME	8
+#define FX_ALL		15
+#define NFIXES		4
+static const char *fix_names[] = {"quorum", "seed", "missing", "resume"};
 static int	fixes;
 
 #define BRIEF	(proto == PROTO_BRIEF)
 #define FIX(f)	((fixes & (f)) != 0)
+/* a node keeps a seed for a sequence it does not have (impl: distseq_seed) */
+#define SEEDKEPT (proto == PROTO_IMPL || FIX(FX_MISSING))
 
 /* ---- random numbers: xoshiro256** seeded by splitmix64 ---- */
 
@@ -218,16 +261,22 @@ typedef struct
 	int			pending;		/* fixed: in a new epoch, not seeded yet */
 	int			lock;			/* impl: proposer holding an uncommitted epoch change */
 	int			nwin;
-	i64			hwm;
+	i64			hwm;			/* without the sequence: the seed kept, if any */
 	i64			epoch;
 	u64			eid;
 	Set			mem;
+	/* resume fix: who proposed this epoch, and the one before it */
+	int			prop;
+	i64			oepoch;
+	u64			oeid;
+	Set			omem;
 } Node;
 
 static Node nd[MAXN];
 static int *idslot;
 static int	nids, capids;
 static unsigned char cut[MAXN][MAXN];
+static unsigned char flaky[MAXN][MAXN];	/* reads on that link mostly time out */
 
 static int
 slot_of(int id)
@@ -255,7 +304,11 @@ in_own_view(int s)
 	return set_has(&nd[s].mem, nd[s].id);
 }
 
-/* does a node keep a mark for the sequence (impl: only when it has it) */
+/*
+ * Does a node return a mark for the sequence from an epoch compare-and-set,
+ * or count its own as proposer (impl: only when it has the sequence; the
+ * seed it keeps otherwise, in hwm too, is not returned)?
+ */
 static int
 keeps_mark(int s)
 {
@@ -313,13 +366,16 @@ dump_nodes(void)
 static void
 config_line(FILE *f)
 {
-	fprintf(f, "seed=%llu nodes=%d steps=%ld agents=%d proto=%s",
-			(unsigned long long) opt_seed, N, nsteps, K, proto_names[proto]);
+	if (opt_scenario)
+		fprintf(f, "scenario=%s proto=%s", opt_scenario, proto_names[proto]);
+	else
+		fprintf(f, "seed=%llu nodes=%d steps=%ld agents=%d proto=%s",
+				(unsigned long long) opt_seed, N, nsteps, K, proto_names[proto]);
 	if (proto != PROTO_FIXED && fixes)
 	{
 		const char *sep = " fix=";
 
-		for (int k = 0; k < 5; k++)
+		for (int k = 0; k < NFIXES; k++)
 			if (fixes & (1 << k))
 			{
 				fprintf(f, "%s%s", sep, fix_names[k]);
@@ -328,6 +384,11 @@ config_line(FILE *f)
 	}
 	if (brk)
 		fprintf(f, " broken=%s", brk_names[brk]);
+	fprintf(f, " changes=%s", opt_ops == 1 ? "add" : opt_ops == 2 ? "remove" : "both");
+	if (!opt_scenario && opt_restart > 0)
+		fprintf(f, " restart=%ld", opt_restart);
+	if (!opt_scenario && opt_vary > 0)
+		fprintf(f, " vary");
 }
 
 static void
@@ -360,6 +421,7 @@ static struct
 	long		attempts, windows, inl, lost, nomaj, agent_crash;
 	long		ch_start, ch_ok, ch_fail, revert_fail, adopt_fail, seed_fail, prop_crash;
 	long		repairs, crashes, wipes, delayed, delivered, lost_replies, waits;
+	long		clusters, last_change;	/* clusters run; the step of the last change done */
 }			st;
 
 /* ---- windows and marks: the two properties ---- */
@@ -436,7 +498,7 @@ typedef struct
 	int			kind, to;
 	i64			E, E2, M, nh, seed;
 	u64			Eid, id2;
-	int			pend, seedok;
+	int			pend, seedok, prop;
 	Set			set;
 	char		from[40];
 } Msg;
@@ -478,6 +540,10 @@ apply(int s, const Msg *m, i64 *mark, int *acc)
 		case M_EPOCH:
 			if (n->epoch != m->E || n->eid != m->Eid || n->pending)
 				break;
+			n->prop = m->prop;
+			n->oepoch = n->epoch;
+			n->oeid = n->eid;
+			n->omem = n->mem;
 			n->epoch = m->E2;
 			n->eid = m->id2;
 			n->mem = m->set;
@@ -493,17 +559,23 @@ apply(int s, const Msg *m, i64 *mark, int *acc)
 			n->eid = m->Eid;
 			n->mem = m->set;
 			n->pending = 0;
+			n->prop = -1;
 			*acc = 1;
 			break;
 		case M_ADOPT:
-			if (!(n->epoch < m->E2 || (n->epoch == m->E2 && n->eid == m->id2)))
+			/* the same membership again, or a fresh node (checked under its lock) */
+			if (!((n->epoch == m->E2 && n->eid == m->id2) ||
+				  (n->epoch == 0 && n->mem.n == 1 && n->mem.v[0] == n->id && n->nwin == 0)))
 				break;
 			n->epoch = m->E2;
 			n->eid = m->id2;
 			n->mem = m->set;
 			n->pending = 0;
+			n->prop = -1;
 			n->joined = 1;
-			if (m->seedok && brk != BRK_NOSEED && keeps_mark(s) && m->seed > n->hwm)
+			/* impl: the hwm if it has the sequence, its seed if not */
+			if (m->seedok && brk != BRK_NOSEED && (keeps_mark(s) || SEEDKEPT) &&
+				m->seed > n->hwm)
 				set_hwm(s, m->seed);
 			*acc = 1;
 			break;
@@ -513,14 +585,15 @@ apply(int s, const Msg *m, i64 *mark, int *acc)
 			if (brk != BRK_NOSEED && keeps_mark(s) && m->seed > n->hwm)
 				set_hwm(s, m->seed);
 			n->pending = 0;
+			n->prop = -1;
 			*acc = 1;
 			break;
 		case M_INTRO:
 			if (n->has_seq)
 				break;			/* exists: peer_create returns false */
 			n->has_seq = 1;
-			/* impl: created with hwm = top; fixed: a kept seed stays */
-			set_hwm(s, FIX(FX_MISSING) && n->hwm > m->M ? n->hwm : m->M);
+			/* created at the mark read, or at the seed kept if larger */
+			set_hwm(s, SEEDKEPT && n->hwm > m->M ? n->hwm : m->M);
 			*acc = 1;
 			break;
 	}
@@ -601,7 +674,7 @@ rread(int from, int id)
 {
 	int			t = reach(from, id);
 
-	if (t >= 0 && chance(p_anom))
+	if (t >= 0 && chance(flaky[from][t] ? 0.7 : p_read))
 		return -1;
 	return t;
 }
@@ -628,19 +701,10 @@ typedef struct
 
 static Agent ag[MAXAGENTS];
 
-/* impl/fixed: one refill worker per node runs the agent and inline refills */
-typedef struct
-{
-	int			on, slot, id;
-	i64			top, X;
-} Inline;
-
-static Inline inl[MAXN];
-
 static int
 agent_ok(int s)
 {
-	if (!nd[s].up || inl[s].on || !in_own_view(s))
+	if (!nd[s].up || !in_own_view(s))
 		return 0;
 	if (BRIEF)
 		return nd[s].joined;
@@ -734,8 +798,8 @@ agent_step(Agent *a)
 				{
 					a->fl[i] |= F_INEP;
 					a->read++;
-					/* impl: a member lacking the sequence is read, with no mark */
-					if ((seq || FIX(FX_MISSING)) && nd[t].hwm > a->top)
+					/* a member lacking the sequence answers with its seed, if kept */
+					if ((seq || SEEDKEPT) && nd[t].hwm > a->top)
 						a->top = nd[t].hwm;
 				}
 			}
@@ -845,10 +909,11 @@ agent_step(Agent *a)
 }
 
 /*
- * Inline allocation of a node alone (catalog.c, catalog_ensure_windows):
- * impl looks at the membership and the top without any lock, then inserts
- * the window and sets hwm to its end, in a later step; fixed does it in one
- * step, alone being checked under the node row's lock.
+ * Inline allocation of a node alone (catalog.c, catalog_ensure_windows): it
+ * checks that the membership has one member under a share lock on the node
+ * row, held until the window is in, so it is one step here, and waits while
+ * an epoch change of its own node is uncommitted.  Run by the node's refill
+ * worker, like the agent: never in the middle of an agent attempt there.
  */
 static void
 inline_event(void)
@@ -856,56 +921,35 @@ inline_event(void)
 	int			cand[MAXN],
 				nc = 0,
 				s;
+	i64			top,
+				X = 1 + rnd(8);
 	char		how[200];
 
 	if (BRIEF)
 		return;
 	for (int i = 0; i < N; i++)
 	{
-		if (inl[i].on)
-		{
-			cand[nc++] = i;
-			continue;
-		}
-		if (!nd[i].up || !nd[i].has_seq || nd[i].mem.n != 1 ||
+		int			busy = 0;
+
+		if (!nd[i].up || !nd[i].has_seq || nd[i].mem.n != 1 || nd[i].lock >= 0 ||
 			(FIX(FX_QUORUM) && !in_own_view(i)))
 			continue;
-		if (FIX(FX_INLINE) && nd[i].lock >= 0)
-			continue;
-		{
-			int			busy = 0;
-
-			for (int k = 0; k < K; k++)
-				if (ag[k].on && ag[k].slot == i)
-					busy = 1;
-			if (!busy)
-				cand[nc++] = i;
-		}
+		for (int k = 0; k < K; k++)
+			if (ag[k].on && ag[k].slot == i)
+				busy = 1;
+		if (!busy)
+			cand[nc++] = i;
 	}
 	if (nc == 0)
 		return;
 	s = cand[rnd(nc)];
-	if (!inl[s].on)
-	{
-		inl[s].on = 1;
-		inl[s].slot = s;
-		inl[s].id = nd[s].id;
-		inl[s].top = nd[s].hwm;
-		inl[s].X = 1 + rnd(8);
-		note(1, "inline refill on n%d (alone): top %lld", nd[s].id, (long long) inl[s].top);
-		if (!FIX(FX_INLINE))
-			return;
-	}
-	inl[s].on = 0;
-	snprintf(how, sizeof how, "inline refill on n%d (alone when it looked), top %lld",
-			 nd[s].id, (long long) inl[s].top);
+	top = nd[s].hwm;
+	snprintf(how, sizeof how, "inline refill on n%d (alone), top %lld", nd[s].id,
+			 (long long) top);
 	st.inl++;
-	note(1, "inline refill on n%d makes [%lld,%lld)", nd[s].id, (long long) inl[s].top,
-		 (long long) (inl[s].top + inl[s].X));
-	add_window(s, inl[s].top, inl[s].top + inl[s].X, how);
-	/* "UPDATE ... SET hwm = top": not GREATEST */
-	if (!FIX(FX_INLINE))
-		set_hwm(s, inl[s].top + inl[s].X);
+	note(1, "inline refill on n%d (alone) makes [%lld,%lld)", nd[s].id, (long long) top,
+		 (long long) (top + X));
+	add_window(s, top, top + X, how);
 }
 
 /* ---- membership changes (member.c: distseq_add_peer, remove_peer, member_change) ---- */
@@ -925,24 +969,34 @@ typedef struct
 static Prop pr[MAXPROP];
 
 /*
- * Resume fix, with the seed fix: a change that failed before its proposer
- * moved itself has no seeded member, so no window was ever won in its
- * epoch; its proposer keeps it in a log and sends the revert again to every
- * voter it asked (a reply lost, or a request applied late, may have moved
- * one).
+ * The proposers' logs: the changes that committed (the proposer moved
+ * itself).  A node in the epoch of a change can ask its proposer how it
+ * ended (resume fix).
  */
-#define MAXFAILED 256
-typedef struct
-{
-	int			slot, id;
-	long		no;
-	i64			E;
-	u64			Eid, nid;
-	Set			Mold, rv;
-}			Failed;
+static u64 *committed;
+static int	ncommitted, capcommitted;
 
-static Failed failed[MAXFAILED];
-static int	nfailed;
+static void
+log_commit(u64 nid)
+{
+	if (ncommitted == capcommitted)
+	{
+		capcommitted = capcommitted ? capcommitted * 2 : 256;
+		committed = realloc(committed, sizeof(u64) * (size_t) capcommitted);
+		if (!committed)
+			abort();
+	}
+	committed[ncommitted++] = nid;
+}
+
+static int
+was_committed(u64 nid)
+{
+	for (int i = ncommitted - 1; i >= 0; i--)
+		if (committed[i] == nid)
+			return 1;
+	return 0;
+}
 
 static int
 prop_on(int s)
@@ -976,21 +1030,11 @@ prop_end(Prop *p, int ok, const char *why)
 		p->tent = 0;
 	}
 	p->on = 0;
-	if (!ok && FIX(FX_RESUME) && p->ph != P_FRESH && p->ph != P_SEED)
-	{
-		Failed	   *f = &failed[nfailed < MAXFAILED ? nfailed++ : rnd(MAXFAILED)];
-
-		f->slot = p->slot;
-		f->id = p->id;
-		f->no = p->no;
-		f->E = p->E;
-		f->Eid = p->Eid;
-		f->nid = p->nid;
-		f->Mold = p->Mold;
-		f->rv = p->rv;
-	}
 	if (ok)
+	{
 		st.ch_ok++;
+		st.last_change = step_no;
+	}
 	else
 		st.ch_fail++;
 	note(1, "change#%ld by n%d %s: %s -> %s %s%s%s", p->no, p->id,
@@ -1149,12 +1193,15 @@ prop_start(Prop *p)
 	prop_begin(p, s, op, tg, ntg);
 }
 
+/* the proposer moves itself: the change commits */
 static void
 apply_view(Node *n, const Prop *p)
 {
 	n->epoch = p->E + 1;
 	n->eid = p->nid;
 	n->mem = p->Mnew;
+	n->prop = -1;
+	log_commit(p->nid);
 }
 
 static void
@@ -1220,13 +1267,16 @@ prop_step(Prop *p)
 			m.id2 = p->nid;
 			m.set = p->Mnew;
 			m.pend = FIX(FX_SEED) && brk != BRK_NOPENDING;
+			m.prop = p->id;
 			r = rcall(s, &m, &mark, &acc);
 			if (r == R_WAIT)
 				return;
 			if (r == R_FAIL || !acc)
 			{
-				note(1, "change#%ld by n%d: voter n%d %s; reverting %d", p->no, p->id, m.to,
-					 r == R_FAIL ? "unreachable" : "refused", p->acc.n);
+				/* every voter tried is put back: it may have moved (a lost reply) */
+				set_add(&p->acc, m.to);
+				note(1, "change#%ld by n%d: voter n%d %s; reverting the %d tried", p->no, p->id,
+					 m.to, r == R_FAIL ? "unreachable" : "refused", p->acc.n);
 				p->ph = P_REVERT;
 				p->idx = 0;
 				return;
@@ -1316,10 +1366,13 @@ prop_step(Prop *p)
 				st.adopt_fail++;
 				if (!BRIEF)
 				{
-					/* the error aborts the caller's transaction: its own move is undone */
-					snprintf(why, sizeof why, "adopt on n%d failed; n%d rolls back, the other voters stay moved",
-							 m.to, p->id);
-					prop_end(p, 0, why);
+					/* its own move is rolled back with its transaction; the voters reverted */
+					note(1, "change#%ld by n%d: adopt on n%d failed; rolls back, reverting %d",
+						 p->no, p->id, m.to, p->acc.n);
+					n->lock = -1;
+					p->tent = 0;
+					p->ph = P_REVERT;
+					p->idx = 0;
 					return;
 				}
 				note(1, "change#%ld by n%d: adopt on n%d failed, it stays outside", p->no,
@@ -1394,6 +1447,8 @@ prop_step(Prop *p)
 			m.id2 = p->nid;
 			m.seed = p->seed;
 			r = rcall(s, &m, &mark, &acc);
+			if (r == R_WAIT)
+				return;
 			if (r == R_FAIL || !acc)
 			{
 				st.seed_fail++;
@@ -1411,10 +1466,13 @@ prop_step(Prop *p)
 }
 
 /*
- * Seed fix, repairs: a seeded member of an epoch seeds a pending member of
- * it with its own mark (at least the seed of that epoch), and has a member
- * it lists that is still in an older epoch (a joiner whose adopt failed)
- * adopt the epoch with that mark.
+ * Repairs.  Resume fix: a node in the epoch of a change asks the change's
+ * proposer how it ended: committed, it is seeded with the proposer's mark
+ * (at least the seed: the proposer raised itself to it when it moved); failed
+ * (not committed, no longer running), it goes back to the epoch before; a
+ * member that a seeded member lists but that is still in an older epoch (a
+ * joiner whose adopt failed) adopts that epoch with that member's mark.
+ * Seed fix: a pending member is seeded by a seeded member of its epoch.
  */
 static void
 repair_event(void)
@@ -1423,9 +1481,47 @@ repair_event(void)
 				nc = 0,
 				q,
 				t;
+	int			kind = rnd(3);
 
-	if (FIX(FX_RESUME) && (!FIX(FX_SEED) || chance(0.5)))
+	if (kind == 0 && FIX(FX_RESUME))
 	{
+		/* ask the proposer */
+		for (int i = 0; i < N; i++)
+			if (nd[i].up && nd[i].prop >= 0)
+				cand[nc++] = i;
+		if (nc == 0)
+			return;
+		q = cand[rnd(nc)];
+		t = rread(q, nd[q].prop);
+		if (t < 0)
+			return;
+		if (was_committed(nd[q].eid))
+		{
+			st.repairs++;
+			note(1, "repair: n%d asks n%d: change %04llx committed; seeded with %lld", nd[q].id,
+				 nd[t].id, (unsigned long long) (nd[q].eid & 0xffff), (long long) nd[t].hwm);
+			if (brk != BRK_NOSEED && keeps_mark(q) && nd[t].hwm > nd[q].hwm)
+				set_hwm(q, nd[t].hwm);
+			nd[q].pending = 0;
+			nd[q].prop = -1;
+			return;
+		}
+		for (int j = 0; j < NP; j++)
+			if (pr[j].on && pr[j].slot == t && pr[j].nid == nd[q].eid)
+				return;			/* still running: ask again later */
+		st.repairs++;
+		note(1, "repair: n%d asks n%d: change %04llx failed; back to epoch %lld", nd[q].id,
+			 nd[t].id, (unsigned long long) (nd[q].eid & 0xffff), (long long) nd[q].oepoch);
+		nd[q].epoch = nd[q].oepoch;
+		nd[q].eid = nd[q].oeid;
+		nd[q].mem = nd[q].omem;
+		nd[q].pending = 0;
+		nd[q].prop = -1;
+		return;
+	}
+	if (kind == 1 && FIX(FX_RESUME))
+	{
+		/* a member left behind adopts */
 		Msg			m;
 		i64			mark;
 		int			acc;
@@ -1451,12 +1547,12 @@ repair_event(void)
 		if (rcall(q, &m, &mark, &acc) == R_OK && acc)
 		{
 			st.repairs++;
-			note(1, "repair: n%d (behind, epoch %lld) adopts the epoch of n%d with %lld",
-				 m.to, (long long) nd[t].epoch, nd[q].id, (long long) m.seed);
+			note(1, "repair: n%d (behind) adopts the epoch of n%d with %lld",
+				 m.to, nd[q].id, (long long) m.seed);
 		}
 		return;
 	}
-	if (!FIX(FX_SEED))
+	if (kind != 2 || !FIX(FX_SEED))
 		return;
 	for (int i = 0; i < N; i++)
 		if (nd[i].up && nd[i].pending && in_own_view(i) && nd[i].mem.n > 1)
@@ -1473,50 +1569,7 @@ repair_event(void)
 	if (brk != BRK_NOSEED && keeps_mark(q) && nd[t].hwm > nd[q].hwm)
 		set_hwm(q, nd[t].hwm);
 	nd[q].pending = 0;
-}
-
-/* a proposer sends the reverts of its logged failed changes again */
-static void
-janitor_event(void)
-{
-	for (int round = 0; round < 4 && nfailed > 0; round++)
-	{
-		int			i = rnd(nfailed);
-		Failed	   *f = &failed[i];
-
-		if (nd[f->slot].id == f->id)
-		{
-			for (int k = f->rv.n - 1; k >= 0; k--)
-			{
-				Msg			m;
-				i64			mark;
-				int			acc;
-
-				memset(&m, 0, sizeof m);
-				m.kind = M_REVERT;
-				m.to = f->rv.v[k];
-				m.E = f->E;
-				m.Eid = f->Eid;
-				m.E2 = f->E + 1;
-				m.id2 = f->nid;
-				m.set = f->Mold;
-				snprintf(m.from, sizeof m.from, "change#%ld (log)", f->no);
-				if (rcall(f->slot, &m, &mark, &acc) == R_OK && acc)
-					note(1, "change#%ld by n%d (failed, from its log): n%d reverted", f->no,
-						 f->id, m.to);
-			}
-		}
-		/*
-		 * Kept until a change commits on the proposer's node (it is then
-		 * seeded, in a newer epoch): until then a request held in the
-		 * network may still move a voter.  Once one has, every voter of the
-		 * committed change moved with it; a late request can only move a
-		 * node that change left out.
-		 */
-		if (nd[f->slot].id != f->id ||
-			(!nd[f->slot].pending && (nd[f->slot].epoch != f->E || nd[f->slot].eid != f->Eid)))
-			failed[i] = failed[--nfailed];
-	}
+	nd[q].prop = -1;
 }
 
 /* ---- faults ---- */
@@ -1534,7 +1587,6 @@ kill_node_work(int s, const char *why)
 	for (int j = 0; j < NP; j++)
 		if (pr[j].on && pr[j].slot == s && !pr[j].dormant)
 			prop_die(&pr[j], why);
-	inl[s].on = 0;
 }
 
 static void
@@ -1695,6 +1747,7 @@ wipe_event(void)
 	nd[s].id = new_id(s);
 	nd[s].up = 1;
 	nd[s].lock = -1;
+	nd[s].prop = -1;
 	nd[s].mem.n = 1;
 	nd[s].mem.v[0] = nd[s].id;
 	nd[s].has_seq = BRIEF;
@@ -1758,6 +1811,11 @@ sc_change(int s, int op, int t)
 	int			tg = nd[t].id;
 
 	step_no++;
+	if (op == OP_REMOVE && !(opt_ops & 2))
+	{
+		note(1, "(n%d cannot remove n%d: removing a member is refused)", nd[s].id, tg);
+		return;
+	}
 	if (!prop_ok(s))
 	{
 		note(1, "(n%d cannot run a change)", nd[s].id);
@@ -1854,7 +1912,178 @@ scenario(const char *name)
 	return 0;
 }
 
+/* ---- the scheduler ---- */
+
+/*
+ * What happens in a step, with weights out of 1000.  With --vary, each
+ * cluster runs with its own mix: agents rare or frequent, changes slow or
+ * fast, the network calm or stormy, nodes solid or crashing, reads timing
+ * out often or not; and half the clusters run "coarse": an agent attempt or
+ * a change runs whole in one step, faults coming only between them, which
+ * reaches states of who knows which mark (two joins with no agent between)
+ * far more often than interleaving every call.
+ */
+enum { EV_AGENT, EV_PROP, EV_MSG, EV_CRASH, EV_AGSTEP, EV_NET, EV_INLINE, EV_REPAIR,
+	EV_AGCRASH, EV_PRCRASH, EV_PRSTEP, EV_WIPE, EV_RECREATE, EV_AGSTEP2, EV_COUNT };
+static const int wdefault[EV_COUNT] = {600, 200, 40, 10, 5, 30, 30, 20, 10, 3, 2, 4, 1, 45};
+static int	weight[EV_COUNT];
+static int	wsum = 1000;
+static int	coarse;				/* agents and changes run whole, one a step */
+
+static void
+draw_mix(void)
+{
+	static const int agent_w[] = {600, 600, 200, 60, 20};
+	static const int prop_w[] = {200, 200, 500, 1000};
+	static const int net_w[] = {30, 30, 120, 400};
+	static const int crash_w[] = {10, 10, 40};
+
+	memcpy(weight, wdefault, sizeof weight);
+	coarse = 0;
+	if (opt_vary > 0)
+	{
+		coarse = chance(0.5);
+		weight[EV_AGENT] = agent_w[rnd(5)];
+		weight[EV_AGSTEP2] = weight[EV_AGENT] / 13;
+		weight[EV_PROP] = prop_w[rnd(4)];
+		weight[EV_NET] = net_w[rnd(4)];
+		weight[EV_CRASH] = crash_w[rnd(3)];
+		weight[EV_MSG] = chance(0.5) ? 40 : 150;
+		p_read = chance(0.5) ? p_anom : chance(0.5) ? 0.15 : 0.4;
+		if (chance(0.5))
+			for (int i = 0; i < N; i++)
+				for (int j = 0; j < i; j++)
+					flaky[i][j] = flaky[j][i] = chance(0.25);
+		note(1, "mix: agents %d changes %d network %d crashes %d late calls %d reads failing %.2f%s",
+			 weight[EV_AGENT], weight[EV_PROP], weight[EV_NET], weight[EV_CRASH],
+			 weight[EV_MSG], p_read, coarse ? ", coarse" : "");
+	}
+	wsum = 0;
+	for (int e = 0; e < EV_COUNT; e++)
+		wsum += weight[e];
+}
+
+static void
+event(int r)
+{
+	int			e = 0;
+
+	while (e < EV_COUNT - 1 && r >= weight[e])
+		r -= weight[e++];
+	switch (e)
+	{
+		case EV_AGENT:
+			{
+				Agent	   *a = &ag[rnd(K)];
+
+				if (a->on)
+					agent_step(a);
+				else
+				{
+					agent_start(a);
+					for (int i = 0; coarse && a->on && i < 1000; i++, step_no++)
+						agent_step(a);
+				}
+			}
+			break;
+		case EV_PROP:
+			{
+				Prop	   *p = &pr[rnd(NP)];
+
+				if (p->on)
+					prop_step(p);
+				else if (coarse || chance(0.05))
+				{
+					prop_start(p);
+					for (int i = 0; coarse && p->on && i < 1000; i++, step_no++)
+						prop_step(p);
+				}
+			}
+			break;
+		case EV_MSG:
+			msg_event();
+			break;
+		case EV_CRASH:
+			if (chance(fscale))
+				crash_event();
+			break;
+		case EV_NET:
+			if (chance(fscale))
+				net_event();
+			break;
+		case EV_INLINE:
+			inline_event();
+			break;
+		case EV_REPAIR:
+			repair_event();
+			break;
+		case EV_AGCRASH:
+			agent_crash_event();
+			break;
+		case EV_PRCRASH:
+			prop_crash_event();
+			break;
+		case EV_PRSTEP:
+			{
+				Prop	   *p = &pr[rnd(NP)];
+
+				if (p->on)
+					prop_step(p);
+			}
+			break;
+		case EV_WIPE:
+			wipe_event();
+			break;
+		case EV_RECREATE:
+			recreate_event();
+			break;
+		default:				/* EV_AGSTEP, EV_AGSTEP2 */
+			{
+				Agent	   *a = &ag[rnd(K)];
+
+				if (a->on)
+					agent_step(a);
+			}
+			break;
+	}
+}
+
 /* ---- main ---- */
+
+/*
+ * A new cluster: N fresh nodes, the sequence created on the first, nothing
+ * in the network, no window on record (the windows of an earlier cluster
+ * belong to another group).
+ */
+static void
+cluster_init(void)
+{
+	memset(nd, 0, sizeof nd);
+	memset(ag, 0, sizeof ag);
+	memset(pr, 0, sizeof pr);
+	memset(cut, 0, sizeof cut);
+	memset(flaky, 0, sizeof flaky);
+	nids = 0;
+	nwin = 0;
+	nmsg = 0;
+	burst_until = 0;
+	for (int s = 0; s < N; s++)
+	{
+		nd[s].id = new_id(s);
+		nd[s].up = 1;
+		nd[s].lock = -1;
+		nd[s].prop = -1;
+		nd[s].mem.n = 1;
+		nd[s].mem.v[0] = nd[s].id;
+		nd[s].has_seq = BRIEF;	/* brief: every node has a mark */
+	}
+	/* the seed node: the sequence is created there, then peers join */
+	nd[0].joined = 1;
+	nd[0].has_seq = 1;
+	st.clusters++;
+	st.last_change = step_no;
+	draw_mix();
+}
 
 static void
 usage(void)
@@ -1862,9 +2091,10 @@ usage(void)
 	fprintf(stderr,
 			"usage: allocator_sim [--seed=S] [--nodes=N (1..%d)] [--steps=T] [--agents=K (1..%d)]\n"
 			"                     [--proposers=P (1..%d)] [--proto=impl|fixed|brief]\n"
-			"                     [--fix=quorum,seed,missing,inline,resume (on top of impl)]\n"
+			"                     [--fix=quorum,seed,missing,resume (on top of impl)]\n"
 			"                     [--broken=noepoch|nocas|noseed|allatonce|noquorum|nopending]\n"
-			"                     [--changes=both|add|remove] [--trace[=1|2]] [--show=LINES] [--dump]\n"
+			"                     [--changes=both|add|remove|add,remove] [--restart=STEPS] [--vary[=0|1]]\n"
+			"                     [--trace[=1|2]] [--show=LINES] [--dump]\n"
 			"       allocator_sim --scenario=twonode|shrink|shrink5|joiners [--proto=...] [--fix=...]\n", MAXN, MAXAGENTS, MAXPROP);
 	exit(2);
 }
@@ -1884,6 +2114,8 @@ main(int argc, char **argv)
 {
 	const char *v;
 	int			members_max = 0;
+	int			proto_given = 0;
+	int			full = 0;		/* the first node's membership has every node */
 
 	for (int i = 1; i < argc; i++)
 	{
@@ -1910,12 +2142,20 @@ main(int argc, char **argv)
 		else if ((v = optval(argv[i], "--changes")))
 		{
 			opt_ops = strcmp(v, "add") == 0 ? 1 : strcmp(v, "remove") == 0 ? 2 :
-				strcmp(v, "both") == 0 ? 3 : 0;
+				strcmp(v, "both") == 0 || strcmp(v, "add,remove") == 0 ||
+				strcmp(v, "remove,add") == 0 ? 3 : 0;
 			if (!opt_ops)
 				usage();
 		}
+		else if ((v = optval(argv[i], "--restart")))
+			opt_restart = atol(v);
+		else if ((v = optval(argv[i], "--vary")))
+			opt_vary = atoi(v);
+		else if (strcmp(argv[i], "--vary") == 0)
+			opt_vary = 1;
 		else if ((v = optval(argv[i], "--proto")))
 		{
+			proto_given = 1;
 			proto = -1;
 			for (int k = 0; k < 3; k++)
 				if (strcmp(v, proto_names[k]) == 0)
@@ -1932,7 +2172,7 @@ main(int argc, char **argv)
 			{
 				int			f = -1;
 
-				for (int k = 0; k < 5; k++)
+				for (int k = 0; k < NFIXES; k++)
 					if (strcmp(tok, fix_names[k]) == 0)
 						f = k;
 				if (f < 0)
@@ -1955,9 +2195,20 @@ main(int argc, char **argv)
 	if (N < 1 || N > MAXN || K < 1 || K > MAXAGENTS || NP < 1 || NP > MAXPROP ||
 		nsteps < 0 || show_lines < 1 || show_lines > RING)
 		usage();
-	/* a broken variant is one mechanism less in the fixed protocol */
-	if (brk != BRK_NONE)
+	if (opt_scenario && N < 5)
+		N = 5;					/* nodes a to e */
+	/* a broken variant is one mechanism less in the fixed protocol, or in impl */
+	if (brk != BRK_NONE && !(proto_given && proto == PROTO_IMPL))
 		proto = PROTO_FIXED;
+	if (proto == PROTO_IMPL && (brk == BRK_NOQUORUM || brk == BRK_NOPENDING))
+		usage();				/* mechanisms impl does not have */
+	if (opt_ops == 0)
+		opt_ops = proto == PROTO_IMPL ? 1 : 3;
+	/* adds only: a group that a failed change wedged stays so; start anew */
+	if (opt_restart < 0)
+		opt_restart = opt_ops == 1 ? 5000 + 100L * N : 0;
+	if (opt_vary < 0)
+		opt_vary = opt_restart > 0;
 	if (proto == PROTO_FIXED)
 	{
 		fixes = FX_ALL;
@@ -1978,43 +2229,46 @@ main(int argc, char **argv)
 		abort();
 	/* a change of n members needs about n calls to go through */
 	p_anom = N <= 10 ? 0.02 : 0.2 / N;
+	p_read = p_anom;
 	fscale = N <= 7 ? 1.0 : 7.0 / N;
 
-	for (int s = 0; s < N; s++)
-	{
-		nd[s].id = new_id(s);
-		nd[s].up = 1;
-		nd[s].lock = -1;
-		nd[s].mem.n = 1;
-		nd[s].mem.v[0] = nd[s].id;
-		nd[s].has_seq = BRIEF;	/* brief: every node has a mark */
-	}
-	/* the seed node: the sequence is created there, then peers join */
-	nd[0].joined = 1;
-	nd[0].has_seq = 1;
+	cluster_init();
 
 	if (opt_scenario)
 	{
 		/* no faults but the scripted ones, every event shown */
-		p_anom = 0;
-		if (N < 5)
-			N = 5;
+		p_anom = p_read = 0;
 		if (scenario(opt_scenario) < 0)
 			usage();
 		for (long i = ring_n > RING ? ring_n - RING : 0; i < ring_n; i++)
 			printf("%s\n", ring[i % RING]);
 		dump_nodes();
-		printf("scenario %s (", opt_scenario);
 		config_line(stdout);
-		printf("): no violation\n");
+		printf(": no violation\n");
 		return 0;
 	}
 
 	for (step_no = 1; step_no <= nsteps; step_no++)
 	{
-		int			r = rnd(1000);
+		int			r = rnd(wsum);
 
-		if (step_no < burst_until && chance(0.9))
+		if (opt_restart > 0)
+		{
+			/* shorter when every node is a member: nothing is left to add */
+			long		limit = coarse ? opt_restart / 4 : opt_restart;
+
+			if (full && limit > 1000 + 10L * N)
+				limit = 1000 + 10L * N;
+			if (step_no - st.last_change > limit)
+			{
+				note(1, "no change done in %ld steps: cluster %ld starts, all nodes fresh",
+					 limit, st.clusters + 1);
+				cluster_init();
+				full = 0;
+			}
+		}
+
+		if (!coarse && step_no < burst_until && chance(0.9))
 		{
 			Prop	   *p = &pr[rnd(NP)];
 
@@ -2023,74 +2277,12 @@ main(int argc, char **argv)
 			else
 				prop_start(p);
 		}
-		else if (r < 600)
-		{
-			Agent	   *a = &ag[rnd(K)];
-
-			if (a->on)
-				agent_step(a);
-			else
-				agent_start(a);
-		}
-		else if (r < 800)
-		{
-			Prop	   *p = &pr[rnd(NP)];
-
-			if (p->on)
-				prop_step(p);
-			else if (chance(0.05))
-				prop_start(p);
-		}
-		else if (r < 840)
-			msg_event();
-		else if (r < 850)
-		{
-			if (chance(fscale))
-				crash_event();
-		}
-		else if (r < 855)
-		{
-			Agent	   *a = &ag[rnd(K)];
-
-			if (a->on)
-				agent_step(a);
-		}
-		else if (r < 885)
-		{
-			if (chance(fscale))
-				net_event();
-		}
-		else if (r < 915)
-			inline_event();
-		else if (r < 925)
-			repair_event();
-		else if (r < 935)
-			janitor_event();
-		else if (r < 945)
-			agent_crash_event();
-		else if (r < 948)
-			prop_crash_event();
-		else if (r < 950)
-		{
-			Prop	   *p = &pr[rnd(NP)];
-
-			if (p->on)
-				prop_step(p);
-		}
-		else if (r < 954)
-			wipe_event();
-		else if (r < 955)
-			recreate_event();
 		else
-		{
-			Agent	   *a = &ag[rnd(K)];
-
-			if (a->on)
-				agent_step(a);
-		}
+			event(r);
 		for (int s = 0; s < N; s++)
 			if (nd[s].joined && in_own_view(s) && nd[s].mem.n > members_max)
 				members_max = nd[s].mem.n;
+		full = nd[0].mem.n == N && nd[0].lock < 0;
 	}
 
 	if (opt_dump)
@@ -2099,10 +2291,10 @@ main(int argc, char **argv)
 	printf(": windows=%ld (inline %ld) attempts=%ld lost=%ld no-majority=%ld agent-deaths=%ld"
 		   " | changes ok=%ld failed=%ld (revert failures %ld, adopt failures %ld, seed failures %ld,"
 		   " proposer deaths %ld, repairs %ld) largest membership %d"
-		   " | crashes=%ld wipes=%ld delayed=%ld late=%ld lost-replies=%ld: OK\n",
+		   " | crashes=%ld wipes=%ld delayed=%ld late=%ld lost-replies=%ld clusters=%ld: OK\n",
 		   st.windows + st.inl, st.inl, st.attempts, st.lost, st.nomaj, st.agent_crash,
 		   st.ch_ok, st.ch_fail, st.revert_fail, st.adopt_fail, st.seed_fail, st.prop_crash,
 		   st.repairs, members_max, st.crashes, st.wipes, st.delayed, st.delivered,
-		   st.lost_replies);
+		   st.lost_replies, st.clusters);
 	return 0;
 }
