@@ -382,9 +382,7 @@ agent_step(const char *name)
 	ListCell   *lc;
 	AgentOutcome outcome = AGENT_DONE;
 
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	PushActiveSnapshot(GetTransactionSnapshot());
+	distseq_xact_begin();
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 
@@ -416,8 +414,7 @@ agent_step(const char *name)
 	}
 
 	SPI_finish();
-	PopActiveSnapshot();
-	CommitTransactionCommand();
+	distseq_xact_commit();
 	return outcome;
 }
 
@@ -473,8 +470,7 @@ distseq_agent_run(void)
 	cxt = pass_cxt;
 	pass_unreachable = NIL;
 
-	StartTransactionCommand();
-	PushActiveSnapshot(GetTransactionSnapshot());
+	distseq_xact_begin();
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 	seqs = agent_sequences(distseq_catalog_schema());
@@ -484,8 +480,7 @@ distseq_agent_run(void)
 		names = lappend(names, pstrdup(((AgentSeq *) lfirst(lc))->name));
 	MemoryContextSwitchTo(oldcxt);
 	SPI_finish();
-	PopActiveSnapshot();
-	CommitTransactionCommand();
+	distseq_xact_commit();
 
 	/* one sequence failing does not keep the others from their windows */
 	foreach(lc, names)

@@ -251,6 +251,8 @@ extern void distseq_agent_run(void);
 
 /* src/worker.c */
 extern bool distseq_worker_stopping(void);
+extern void distseq_xact_begin(void);
+extern void distseq_xact_commit(void);
 extern void distseq_worker_init(void);
 extern void distseq_worker_wake(Oid dboid);
 extern void distseq_worker_stop(Oid dboid);

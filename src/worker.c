@@ -212,6 +212,25 @@ distseq_worker_init(void)
 	ProcessUtility_hook = distseq_ProcessUtility;
 }
 
+/*
+ * A transaction of the worker's own, with a snapshot: reservations, write
+ * back, agent steps.  SPI and the catalog need nothing more.
+ */
+void
+distseq_xact_begin(void)
+{
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+}
+
+void
+distseq_xact_commit(void)
+{
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+}
+
 /* Should a long wait (on a peer) give up now? */
 bool
 distseq_worker_stopping(void)
@@ -314,15 +333,12 @@ worker_reserve(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
 
 	PG_TRY();
 	{
-		SetCurrentStatementStartTimestamp();
-		StartTransactionCommand();
-		PushActiveSnapshot(GetTransactionSnapshot());
+		distseq_xact_begin();
 		pgstat_report_activity(STATE_RUNNING, "distseq refill");
 		*r = distseq_catalog_reserve(relid, gen, count, account, issued, lost,
 									 skipped, need_windows);
-		PopActiveSnapshot();
 		/* durable from here on, and only from here on */
-		CommitTransactionCommand();
+		distseq_xact_commit();
 		pgstat_report_activity(STATE_IDLE, NULL);
 		if (!worker_commit_acknowledged())
 			ereport(ERROR,
@@ -433,6 +449,7 @@ worker_remote_refill(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
 	MemoryContext oldcxt = CurrentMemoryContext;
 	List	   *servers = NIL;
 	Oid			owner = InvalidOid;
+	char	   *volatile failure = NULL;
 	StringInfoData errors;
 	ListCell   *lc;
 
@@ -444,9 +461,7 @@ worker_remote_refill(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
 
 	PG_TRY();
 	{
-		SetCurrentStatementStartTimestamp();
-		StartTransactionCommand();
-		PushActiveSnapshot(GetTransactionSnapshot());
+		distseq_xact_begin();
 		servers = distseq_catalog_servers(relid, &owner, cxt);
 		initStringInfo(&errors);
 		foreach(lc, servers)
@@ -482,19 +497,15 @@ worker_remote_refill(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
 		}
 		if (servers != NIL && !*ok)
 		{
+			/* the message outlives the transaction */
 			MemoryContext ecxt = MemoryContextSwitchTo(cxt);
-			char	   *msg = psprintf("no server answered: %s", errors.data);
 
+			failure = psprintf("no server answered: %s", errors.data);
 			MemoryContextSwitchTo(ecxt);
-			PopActiveSnapshot();
-			CommitTransactionCommand();
-			worker_refill_failed(seq, gen, msg);
 		}
-		else
-		{
-			PopActiveSnapshot();
-			CommitTransactionCommand();
-		}
+		distseq_xact_commit();
+		if (failure)
+			worker_refill_failed(seq, gen, failure);
 		pgstat_report_activity(STATE_IDLE, NULL);
 	}
 	PG_CATCH();
@@ -688,14 +699,12 @@ worker_maybe_run_agent(void)
 	last_agent_run = GetCurrentTimestamp();
 	PG_TRY();
 	{
-		StartTransactionCommand();
-		PushActiveSnapshot(GetTransactionSnapshot());
+		distseq_xact_begin();
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "SPI_connect failed");
 		peers = distseq_catalog_multinode() && distseq_has_peers(distseq_catalog_schema());
 		SPI_finish();
-		PopActiveSnapshot();
-		CommitTransactionCommand();
+		distseq_xact_commit();
 	}
 	PG_CATCH();
 	{
@@ -738,12 +747,10 @@ worker_release(Oid relid, uint64 gen, DistseqRange *ranges, int nranges,
 
 	PG_TRY();
 	{
-		StartTransactionCommand();
-		PushActiveSnapshot(GetTransactionSnapshot());
+		distseq_xact_begin();
 		dropped = distseq_catalog_release(relid, gen, ranges, nranges,
 										  issued, lost);
-		PopActiveSnapshot();
-		CommitTransactionCommand();
+		distseq_xact_commit();
 	}
 	PG_CATCH();
 	{

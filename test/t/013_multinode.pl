@@ -6,40 +6,23 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use DistseqPeers;
 
 my %node;
 for my $n (qw(a b c))
 {
-	my $node = PostgreSQL::Test::Cluster->new("node_$n");
-	$node->init(allows_streaming => 1);
-	$node->append_conf('postgresql.conf', qq(
-shared_preload_libraries = 'distseq'
-listen_addresses = '127.0.0.1'
-distseq.agent_interval = '200ms'
-distseq.remote_timeout = '2s'
-distseq.refill_timeout = '30s'
-));
 	# the password test below needs a role that must authenticate
-	my $hba = slurp_file($node->data_dir . '/pg_hba.conf');
-	open my $fh, '>', $node->data_dir . '/pg_hba.conf' or die;
-	print $fh "host all app 127.0.0.1/32 scram-sha-256\nhost all all 127.0.0.1/32 trust\n$hba";
-	close $fh;
-	$node->start;
-	$node->safe_psql('postgres', 'CREATE EXTENSION distseq');
-	$node{$n} = $node;
+	$node{$n} = peer_node("node_$n",
+		conf => "distseq.refill_timeout = '30s'\n",
+		hba => "host all app 127.0.0.1/32 scram-sha-256\n");
 }
 
 # Every node names the other two and adds them as peers.
 for my $n (qw(a b c))
 {
-	for my $m (grep { $_ ne $n } qw(a b c))
-	{
-		my $port = $node{$m}->port;
-		$node{$n}->safe_psql('postgres', qq(
-			CREATE SERVER node_$m FOREIGN DATA WRAPPER distseq
-				OPTIONS (host '127.0.0.1', port '$port', dbname 'postgres');
-			CREATE USER MAPPING FOR CURRENT_USER SERVER node_$m OPTIONS (user 'postgres');));
-	}
+	peer_server($node{$n}, $_, $node{$_}) for grep { $_ ne $n } qw(a b c);
 }
 for my $n (qw(a b c))
 {
@@ -249,29 +232,11 @@ like($err, qr/removing a member from a distseq group is not supported yet/,
 
 # A fourth node joins after the sequences exist: it is seeded with every
 # mark, so the sequences introduced to it later start above every window.
-my $d = PostgreSQL::Test::Cluster->new('node_d');
-$d->init(allows_streaming => 1);
-$d->append_conf('postgresql.conf', qq(
-shared_preload_libraries = 'distseq'
-listen_addresses = '127.0.0.1'
-distseq.agent_interval = '200ms'
-distseq.remote_timeout = '2s'
-));
-my $dhba = slurp_file($d->data_dir . '/pg_hba.conf');
-open my $dfh, '>', $d->data_dir . '/pg_hba.conf' or die;
-print $dfh "host all all 127.0.0.1/32 trust\n$dhba";
-close $dfh;
-$d->start;
-$d->safe_psql('postgres', 'CREATE EXTENSION distseq');
+my $d = peer_node('node_d');
 $node{d} = $d;
 for my $pair ([ 'a', 'd' ], [ 'b', 'd' ], [ 'c', 'd' ], [ 'd', 'a' ], [ 'd', 'b' ], [ 'd', 'c' ])
 {
-	my ($on, $to) = @$pair;
-	my $port = $node{$to}->port;
-	$node{$on}->safe_psql('postgres', qq(
-		CREATE SERVER node_$to FOREIGN DATA WRAPPER distseq
-			OPTIONS (host '127.0.0.1', port '$port', dbname 'postgres');
-		CREATE USER MAPPING FOR CURRENT_USER SERVER node_$to OPTIONS (user 'postgres');));
+	peer_server($node{ $pair->[0] }, $pair->[1], $node{ $pair->[1] });
 }
 $node{a}->safe_psql('postgres', "SELECT distseq_add_peer('node_d')");
 $node{$_}->safe_psql('postgres', "SELECT distseq_add_peer('node_d')") for qw(b c);

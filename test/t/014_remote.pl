@@ -5,35 +5,17 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use DistseqPeers;
 
 my %node;
-for my $n (qw(a b c))
-{
-	my $node = PostgreSQL::Test::Cluster->new("remote_$n");
-	$node->init;
-	$node->append_conf('postgresql.conf', qq(
-shared_preload_libraries = 'distseq'
-listen_addresses = '127.0.0.1'
-distseq.agent_interval = '200ms'
-distseq.remote_timeout = '2s'
-));
-	my $hba = slurp_file($node->data_dir . '/pg_hba.conf');
-	open my $fh, '>', $node->data_dir . '/pg_hba.conf' or die;
-	print $fh "host all all 127.0.0.1/32 trust\n$hba";
-	close $fh;
-	$node->start;
-	$node->safe_psql('postgres', 'CREATE EXTENSION distseq');
-	$node{$n} = $node;
-}
+$node{$_} = peer_node("remote_$_") for qw(a b c);
 
 sub server
 {
 	my ($on, $to) = @_;
-	my $port = $node{$to}->port;
-	$node{$on}->safe_psql('postgres', qq(
-		CREATE SERVER node_$to FOREIGN DATA WRAPPER distseq
-			OPTIONS (host '127.0.0.1', port '$port', dbname 'postgres');
-		CREATE USER MAPPING FOR CURRENT_USER SERVER node_$to OPTIONS (user 'postgres');));
+	peer_server($node{$on}, $to, $node{$to});
 }
 
 # a and b share 'audit'; c has no windows and draws from a, then b.
