@@ -408,6 +408,7 @@ typedef struct RemoteReserve
 	Oid			owner;
 	const char *name;
 	int64		count;
+	int64		max_value;
 	DistseqRange r;
 } RemoteReserve;
 
@@ -433,6 +434,13 @@ worker_remote_reserve_one(void *arg)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("distseq peer \"%s\" has no open window of sequence \"%s\"",
 						GetForeignServer(rr->serverid)->servername, rr->name)));
+	/* a server with another definition of the sequence is no source */
+	if (RANGE_SIZE(rr->r) > rr->count || rr->r.hi - 1 > rr->max_value)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_EXCEPTION),
+				 errmsg("distseq peer \"%s\" returned values " INT64_FORMAT " to " INT64_FORMAT " for sequence \"%s\", outside what was asked",
+						GetForeignServer(rr->serverid)->servername,
+						rr->r.lo, rr->r.hi - 1, rr->name)));
 }
 
 /*
@@ -486,6 +494,7 @@ worker_remote_refill(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
 			rr.owner = owner;
 			rr.name = seq->name;
 			rr.count = count;
+			rr.max_value = seq->max_value;
 			pgstat_report_activity(STATE_RUNNING, "distseq remote refill");
 			if (distseq_remote_try(worker_remote_reserve_one, &rr, &error))
 			{

@@ -53,6 +53,16 @@ ok($c_first > 0, "the values came out of a's windows");
 draw('a', 300);
 draw('b', 300);
 
+# A server whose definition differs (here: values past this max_value) is
+# no source.
+$node{a}->safe_psql('postgres', "SELECT distseq_create('small', block_size => 10)");
+$node{a}->safe_psql('postgres', 'SELECT count(*) FROM distseq_maintain()');
+$node{c}->safe_psql('postgres',
+	"SELECT distseq_create('small', block_size => 10, max_value => 5, servers => ARRAY['node_a'])");
+my ($r, $o, $e) = $node{c}->psql('postgres', "SELECT distseq_nextval('small')");
+like($e, qr/returned values 1 to \d+ for sequence "small", outside what was asked/,
+	'a range past max_value is refused');
+
 $node{a}->stop('immediate');
 my @c2 = draw('c', 500);
 is(scalar(@c2), 500, 'with a gone, c fails over to b');
