@@ -260,6 +260,23 @@ worker_detach(int code, Datum arg)
 }
 
 /*
+ * In a PG_CATCH of the worker: take the error, abort the transaction it
+ * broke, and carry on in "cxt" (where the PG_TRY began).
+ */
+static ErrorData *
+worker_catch(MemoryContext cxt)
+{
+	ErrorData  *edata;
+
+	MemoryContextSwitchTo(cxt);
+	edata = CopyErrorData();
+	FlushErrorState();
+	AbortCurrentTransaction();
+	pgstat_report_activity(STATE_IDLE, NULL);
+	return edata;
+}
+
+/*
  * Did the synchronous standbys acknowledge our last commit?  A cancel
  * (pg_cancel_backend) during the wait ends it with only a WARNING; values
  * of such a commit must not be used, a promoted standby might not have it.
@@ -348,13 +365,8 @@ worker_reserve(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
 	}
 	PG_CATCH();
 	{
-		ErrorData  *edata;
+		ErrorData  *edata = worker_catch(oldcxt);
 
-		MemoryContextSwitchTo(oldcxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		AbortCurrentTransaction();
-		pgstat_report_activity(STATE_IDLE, NULL);
 		ereport(LOG,
 				(errmsg("distseq worker could not refill sequence with relation %u: %s",
 						relid, edata->message)));
@@ -519,13 +531,8 @@ worker_remote_refill(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
 	}
 	PG_CATCH();
 	{
-		ErrorData  *edata;
+		ErrorData  *edata = worker_catch(oldcxt);
 
-		MemoryContextSwitchTo(oldcxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		AbortCurrentTransaction();
-		pgstat_report_activity(STATE_IDLE, NULL);
 		worker_refill_failed(seq, gen, edata->message);
 		FreeErrorData(edata);
 		return true;
@@ -611,12 +618,8 @@ worker_agent_pass(void)
 	}
 	PG_CATCH();
 	{
-		ErrorData  *edata;
+		ErrorData  *edata = worker_catch(oldcxt);
 
-		MemoryContextSwitchTo(oldcxt);
-		edata = CopyErrorData();
-		FlushErrorState();
-		AbortCurrentTransaction();
 		ereport(LOG,
 				(errmsg("distseq agent: %s", edata->message),
 				 edata->detail ? errdetail_internal("%s", edata->detail) : 0));
