@@ -20,3 +20,17 @@ distseq_build_install() {
 	make -C "$1" PG_CONFIG="$PG_CONFIG" >/dev/null && \
 		make -C "$1" PG_CONFIG="$PG_CONFIG" install >/dev/null
 }
+
+# The extension is installed system-wide, so two runs on one machine (a test
+# run and a benchmark, say) would replace each other's build under running
+# servers: they take turns on one lock.  Scripts started by a script that
+# holds it go ahead.
+distseq_lock() {
+	[ -n "${DISTSEQ_LOCKED:-}" ] && return 0
+	export DISTSEQ_LOCKED=1
+	exec 9>/tmp/distseq.lock
+	if ! flock -n 9; then
+		echo "waiting for another distseq run on this machine (/tmp/distseq.lock)" >&2
+		flock 9
+	fi
+}
