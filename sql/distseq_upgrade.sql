@@ -30,8 +30,13 @@ WHERE sequence_name = 'upgraded' AND window_end - window_start = 40
   AND next_hi = window_end;
 SELECT has_function_privilege('public', 'distseq_rejoin(text)', 'EXECUTE') AS public_may_rejoin;
 
+-- 1.3 knows peers, but changes of membership need the catalog of 1.4
+ALTER EXTENSION distseq UPDATE TO '1.3';
+SELECT distseq_remove_peer('no_such');
 -- and on to the newest version
 ALTER EXTENSION distseq UPDATE;
+SELECT pending, proposer FROM distseq_node;
+SELECT distseq_remove_peer('no_such');
 SELECT extversion FROM pg_extension WHERE extname = 'distseq';
 INSERT INTO seen SELECT distseq_nextval('upgraded') FROM generate_series(1, 100);
 SELECT count(*) AS drawn, count(DISTINCT v) AS distinct_values FROM seen;

@@ -447,6 +447,25 @@ agent_sequence(const char *name)
 	}
 }
 
+/* A node that is not an active member of its group opens no window */
+static void
+agent_check_member(const char *schema)
+{
+	DistseqNodeState st;
+
+	distseq_node_state(schema, &st);
+	if (!distseq_is_member(&st, st.node_id))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("this distseq node is no longer a member of its group"),
+				 errdetail("It serves the windows it has and never opens another.")));
+	if (st.pending)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("this distseq node is in a membership change that is not active here yet"),
+				 errhint("Its proposer finishes it, or abandons it; distseq_peers shows the members.")));
+}
+
 /*
  * One pass of the agent over every sequence of this node.  Only the refill
  * worker runs it, outside any transaction: each step commits on its own,
@@ -470,9 +489,11 @@ distseq_agent_run(void)
 	cxt = pass_cxt;
 	pass_unreachable = NIL;
 
+	distseq_change_resume();
+
 	distseq_xact_begin();
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	distseq_spi_connect();
+	agent_check_member(distseq_catalog_schema());
 	seqs = agent_sequences(distseq_catalog_schema());
 	/* SPI's memory goes at SPI_finish: keep the names in ours */
 	oldcxt = MemoryContextSwitchTo(cxt);

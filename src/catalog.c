@@ -101,7 +101,8 @@ catalog_leave(CatalogContext *cxt)
  * The quoted name of the schema the extension's tables live in, and the
  * minor number of the installed version: a newer library must work with the
  * catalog of an older version until ALTER EXTENSION distseq UPDATE.  1.1
- * records where each sequence was created, 1.2 adds striped sequences.
+ * records where each sequence was created, 1.2 adds striped sequences, 1.3
+ * peers, 1.4 membership changes in two phases.
  */
 static const char *
 catalog_extension(int *minor)
@@ -147,14 +148,14 @@ distseq_catalog_schema(void)
 	return catalog_extension(NULL);
 }
 
-/* Does the installed version know about peers (1.3 on)? */
-bool
-distseq_catalog_multinode(void)
+/* The minor number of the installed version: 3 knows peers, 4 removes */
+int
+distseq_catalog_minor(void)
 {
 	int			minor = 0;
 
 	(void) catalog_extension(&minor);
-	return minor >= 3;
+	return minor;
 }
 
 /*

@@ -162,6 +162,23 @@ typedef struct DistseqDbWorker
 	char		agent_error[256];	/* why the last pass failed, or "" */
 	char		agent_detail[512];
 	ConditionVariable agent_cv;
+
+	/*
+	 * distseq_add_peer() and distseq_remove_peer() hand a change of
+	 * membership over (op 'a' or 'r'; 0 when the slot is free) and wait on
+	 * agent_cv for change_done to reach their ticket.  change_elevel: 0,
+	 * WARNING (decided, not active everywhere yet) or ERROR.
+	 */
+	char		change_op;
+	char		change_server[NAMEDATALEN];
+	Oid			change_user;
+	uint64		change_requested;
+	uint64		change_done;
+	int			change_elevel;
+	int			change_sqlstate;
+	char		change_message[256];
+	char		change_detail[256];
+	char		change_hint[160];
 } DistseqDbWorker;
 
 typedef struct DistseqShared
@@ -220,6 +237,8 @@ typedef struct DistseqNodeState
 	int64		epoch_id;
 	int			nmembers;
 	int64	   *members;
+	bool		pending;		/* in a change not active here yet */
+	int64		proposer;		/* ... proposed by this node */
 } DistseqNodeState;
 
 typedef struct DistseqPeer
@@ -230,6 +249,9 @@ typedef struct DistseqPeer
 	char		name[NAMEDATALEN];
 } DistseqPeer;
 
+extern void distseq_spi_connect(void);
+extern bool distseq_is_member(DistseqNodeState *st, int64 node_id);
+extern Datum distseq_int8_array(int64 *vals, int n);
 extern bool distseq_has_peers(const char *schema);
 extern void distseq_node_verify(const char *schema);
 extern void distseq_node_state(const char *schema, DistseqNodeState *state);
@@ -238,6 +260,11 @@ extern RemoteConn *distseq_peer_connect(DistseqPeer *peer);
 extern char *distseq_hwm_expr(const char *schema);
 extern bool distseq_member_cas(const char *schema, Datum name, int64 epoch,
 							   int64 epoch_id, int64 expected, int64 new_hwm);
+
+/* src/change.c */
+extern void distseq_change_resume(void);
+extern char *distseq_change_run(char op, const char *server_name, Oid userid,
+								MemoryContext cxt);
 
 /* src/agent.c */
 typedef struct DistseqAgentResult
@@ -257,6 +284,8 @@ extern void distseq_worker_init(void);
 extern void distseq_worker_wake(Oid dboid);
 extern void distseq_worker_stop(Oid dboid);
 extern void distseq_worker_agent_pass(Oid dboid);
+extern void distseq_worker_change(Oid dboid, char op, const char *server_name,
+								  Oid userid);
 extern PGDLLEXPORT void distseq_worker_main(Datum main_arg);
 
 /* src/catalog.c */
@@ -268,7 +297,7 @@ extern int64 distseq_spi_int8(int row, int col);
 extern const char *distseq_catalog_schema(void);
 extern int	distseq_pin_search_path(void);
 extern void distseq_unpin_search_path(int level);
-extern bool distseq_catalog_multinode(void);
+extern int	distseq_catalog_minor(void);
 extern TimeLineID distseq_timeline(void);
 extern bool distseq_catalog_lookup(const char *name, DistseqDef *def);
 extern void distseq_catalog_create(const char *name, Oid owner,

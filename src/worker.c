@@ -699,6 +699,144 @@ distseq_worker_agent_pass(Oid dboid)
 				 detail[0] ? errdetail_internal("%s", detail) : 0));
 }
 
+/*
+ * Run the change of membership a backend handed over, if any, and report
+ * how it went.
+ */
+static void
+worker_change_pass(void)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	char		op;
+	char		server[NAMEDATALEN];
+	Oid			userid;
+	uint64		ticket;
+	char	   *volatile unfinished = NULL;
+	ErrorData  *volatile edata = NULL;
+
+	LWLockAcquire(Distseq->lock, LW_SHARED);
+	op = my_worker->change_op;
+	strlcpy(server, my_worker->change_server, sizeof(server));
+	userid = my_worker->change_user;
+	ticket = my_worker->change_requested;
+	LWLockRelease(Distseq->lock);
+	if (op == 0)
+		return;
+
+	pgstat_report_activity(STATE_RUNNING, "distseq membership change");
+	PG_TRY();
+	{
+		unfinished = distseq_change_run(op, server, userid, oldcxt);
+	}
+	PG_CATCH();
+	{
+		edata = worker_catch(oldcxt);
+		ereport(LOG,
+				(errmsg("distseq membership change failed: %s", edata->message)));
+	}
+	PG_END_TRY();
+	pgstat_report_activity(STATE_IDLE, NULL);
+
+	LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
+	my_worker->change_elevel = edata ? ERROR : unfinished ? WARNING : 0;
+	my_worker->change_sqlstate = edata ? edata->sqlerrcode : 0;
+	strlcpy(my_worker->change_message,
+			edata ? edata->message : unfinished ? unfinished : "",
+			sizeof(my_worker->change_message));
+	strlcpy(my_worker->change_detail, edata && edata->detail ? edata->detail : "",
+			sizeof(my_worker->change_detail));
+	strlcpy(my_worker->change_hint, edata && edata->hint ? edata->hint : "",
+			sizeof(my_worker->change_hint));
+	my_worker->change_op = 0;
+	my_worker->change_done = ticket;
+	LWLockRelease(Distseq->lock);
+	ConditionVariableBroadcast(&my_worker->agent_cv);
+	if (edata)
+		FreeErrorData(edata);
+
+	/* a new member needs windows: run the agent next */
+	last_agent_run = 0;
+}
+
+/*
+ * Hand a change of membership to the worker of a database and wait for it:
+ * the worker makes it in transactions of its own (change.c).  Raises what
+ * the worker reported: an error, or a warning when the change is decided
+ * but not active on every member yet.
+ */
+void
+distseq_worker_change(Oid dboid, char op, const char *server_name, Oid userid)
+{
+	DistseqDbWorker *w;
+	uint64		ticket = 0;
+	TimestampTz deadline;
+	int			elevel = 0;
+	int			sqlstate = 0;
+	char		message[sizeof(w->change_message)];
+	char		detail[sizeof(w->change_detail)];
+	char		hint[sizeof(w->change_hint)];
+
+	distseq_worker_wake(dboid);
+	LWLockAcquire(Distseq->lock, LW_SHARED);
+	w = worker_find(dboid);
+	LWLockRelease(Distseq->lock);
+
+	/* a change talks to every member, twice */
+	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+										   Max(distseq_refill_timeout,
+											   distseq_remote_timeout * 20));
+	ConditionVariablePrepareToSleep(&w->agent_cv);
+	for (;;)
+	{
+		bool		done;
+
+		LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
+		if (ticket == 0 && w->change_op == 0)
+		{
+			w->change_op = op;
+			strlcpy(w->change_server, server_name, sizeof(w->change_server));
+			w->change_user = userid;
+			ticket = ++w->change_requested;
+			if (w->latch)
+				SetLatch(w->latch);
+		}
+		done = ticket != 0 && w->change_done >= ticket;
+		if (done)
+		{
+			elevel = w->change_elevel;
+			sqlstate = w->change_sqlstate;
+			strlcpy(message, w->change_message, sizeof(message));
+			strlcpy(detail, w->change_detail, sizeof(detail));
+			strlcpy(hint, w->change_hint, sizeof(hint));
+		}
+		LWLockRelease(Distseq->lock);
+		if (done)
+			break;
+		if (GetCurrentTimestamp() >= deadline)
+		{
+			ConditionVariableCancelSleep();
+			ereport(ERROR,
+					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+					 errmsg("timed out waiting for the distseq worker to change the membership"),
+					 errhint("The change may still be made: look at distseq_peers.")));
+		}
+		(void) ConditionVariableTimedSleep(&w->agent_cv, 1000, PG_WAIT_EXTENSION);
+		distseq_worker_wake(dboid);
+	}
+	ConditionVariableCancelSleep();
+	if (elevel == ERROR)
+		ereport(ERROR,
+				(errcode(sqlstate),
+				 errmsg_internal("%s", message),
+				 detail[0] ? errdetail_internal("%s", detail) : 0,
+				 hint[0] ? errhint("%s", hint) : 0));
+	if (elevel == WARNING)
+		ereport(WARNING,
+				(errmsg("the distseq membership change is decided, but not active on every member yet"),
+				 errdetail_internal("%s", message),
+				 errhint("The worker goes on as members become reachable; distseq_peers shows the pending ones.")));
+}
+
 /* Is it time for the agent?  Only nodes with peers run it on a timer. */
 static void
 worker_maybe_run_agent(void)
@@ -714,7 +852,7 @@ worker_maybe_run_agent(void)
 		distseq_xact_begin();
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "SPI_connect failed");
-		peers = distseq_catalog_multinode() && distseq_has_peers(distseq_catalog_schema());
+		peers = distseq_catalog_minor() >= 3 && distseq_has_peers(distseq_catalog_schema());
 		SPI_finish();
 		distseq_xact_commit();
 	}
@@ -882,6 +1020,7 @@ distseq_worker_main(Datum main_arg)
 		bool		asked;
 
 		worker_serve();
+		worker_change_pass();
 		LWLockAcquire(Distseq->lock, LW_SHARED);
 		asked = my_worker->agent_requested > my_worker->agent_done;
 		LWLockRelease(Distseq->lock);

@@ -1,0 +1,899 @@
+/*-------------------------------------------------------------------------
+ *
+ * change.c
+ *	  Changing the membership of a group of nodes: a fresh node joins, a
+ *	  member leaves.  Two phases, run by the refill worker of the node that
+ *	  proposes the change, and the recovery of a change that a crash or a
+ *	  lost peer left half done.
+ *
+ * A change moves the group from membership E0 to E1: the epoch number one
+ * higher, with a random epoch_id so that two proposals never look alike.
+ * distseq_add_peer() and distseq_remove_peer() hand it to this database's
+ * worker and wait: each step below commits in a transaction of its own.
+ *
+ * Phase one moves members from E0 to E1, pending: a pending node refuses
+ * every compare-and-set of a high-water mark, of any epoch.  Every member
+ * of E0 is asked, the leaving one too; the proposal goes on only if a
+ * majority of E0 moved, so of two proposals made at once from E0 at most
+ * one goes on, and no window can be won in E0 any more.  The proposer
+ * moves itself last, in the transaction that also records the change in
+ * its distseq_change: that commit decides the change.  A proposal that
+ * fails before is put back on the members it moved; a member left pending
+ * by a proposal whose proposer died asks the proposer, which answers once
+ * no change is in flight there, and goes back to E0 if the change was
+ * never decided.
+ *
+ * Phase two collects every high-water mark from members that have left
+ * E0, at least as many as make any majority of E0 share a node with them:
+ * every window won in E0 was won on a majority of E0, so the largest marks
+ * collected lie above all of them.  Each member of E1 raises its marks to
+ * those and becomes active in E1 (a fresh node joins at this step; a
+ * member that missed phase one moves straight from E0).  Only active
+ * members vote, so every window won in E1 lies above every window won in
+ * E0.  The proposer's worker repeats phase two until every member of E1 is
+ * active, or a later change supersedes it.
+ *
+ * A member that leaves takes no part in E1: it keeps serving its open
+ * windows and never wins a window again (only it is left in E0).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "distseq.h"
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "foreign/foreign.h"
+#include "funcapi.h"
+#include "libpq-fe.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+
+typedef struct Change
+{
+	int64		epoch;
+	int64		epoch_id;
+	int64		prev_epoch;
+	int64		prev_epoch_id;
+	int			nmembers;
+	int64	   *members;
+	int			nprev;
+	int64	   *prev;
+} Change;
+
+typedef struct Mark
+{
+	char	   *name;
+	int64		hwm;
+} Mark;
+
+/* One statement on a peer, in distseq_remote_try() */
+typedef struct PeerCall
+{
+	DistseqPeer *peer;
+	const char *sql;			/* %s for the peer's schema */
+	int			nparams;
+	const char **params;
+	PGresult   *res;
+} PeerCall;
+
+static void
+peer_call(void *arg)
+{
+	PeerCall   *c = arg;
+	RemoteConn *rc = distseq_peer_connect(c->peer);
+
+	c->res = distseq_remote_exec(rc, psprintf(c->sql, distseq_remote_schema(rc)),
+								 c->nparams, c->params);
+}
+
+/* Run sql on a peer; NULL, with the message in *error, on failure */
+static PGresult *
+peer_exec(DistseqPeer *peer, const char *sql, int nparams, const char **params,
+		  char **error)
+{
+	PeerCall	c = {peer, sql, nparams, params, NULL};
+
+	if (!distseq_remote_try(peer_call, &c, error))
+		return NULL;
+	return c.res;
+}
+
+static char *
+int8_text(int64 v)
+{
+	return psprintf(INT64_FORMAT, v);
+}
+
+static int
+quorum(int n)
+{
+	return n / 2 + 1;
+}
+
+/* Serialize changes made here, and answers about them (distseq_peer_decided) */
+static void
+change_lock(const char *schema)
+{
+	distseq_spi_exec(psprintf("LOCK TABLE %s.distseq_change IN SHARE ROW EXCLUSIVE MODE", schema),
+					 0, NULL, NULL, SPI_OK_UTILITY);
+}
+
+static void
+check_minor(void)
+{
+	if (distseq_catalog_minor() < 4)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("membership changes need version 1.4 of extension \"distseq\""),
+				 errhint("Run ALTER EXTENSION distseq UPDATE on every node.")));
+}
+
+/* ---- what peers call ---- */
+
+/*
+ * Phase one on this node: move from (epoch, epoch_id), active, to the new
+ * membership, pending.  Taking the same step again is a no-op.  The update
+ * of the node row waits for compare-and-sets in flight here (they hold a
+ * share lock on it) and makes every later one fail.
+ */
+static void
+change_move(const char *schema, int64 epoch, int64 epoch_id, int64 new_epoch,
+			int64 new_epoch_id, Datum members, int64 proposer)
+{
+	Oid			types[6] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8ARRAYOID, INT8OID};
+	Datum		values[6];
+
+	distseq_node_verify(schema);
+	values[0] = Int64GetDatum(epoch);
+	values[1] = Int64GetDatum(epoch_id);
+	values[2] = Int64GetDatum(new_epoch);
+	values[3] = Int64GetDatum(new_epoch_id);
+	values[4] = members;
+	values[5] = Int64GetDatum(proposer);
+	distseq_spi_exec(psprintf("UPDATE %s.distseq_node SET epoch = $3, epoch_id = $4, members = $5,"
+							  " pending = true, proposer = $6, prev_epoch = epoch,"
+							  " prev_epoch_id = epoch_id, prev_members = members"
+							  " WHERE (epoch = $1 AND epoch_id = $2 AND NOT pending)"
+							  "    OR (epoch = $3 AND epoch_id = $4 AND pending AND proposer = $6)",
+							  schema),
+					 6, types, values, SPI_OK_UPDATE);
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("distseq membership changed concurrently"),
+				 errhint("Look at distseq_peers on every node and try again.")));
+}
+
+PG_FUNCTION_INFO_V1(distseq_peer_epoch_cas);
+
+Datum
+distseq_peer_epoch_cas(PG_FUNCTION_ARGS)
+{
+	if (PG_NARGS() != 6)
+		check_minor();
+	distseq_spi_connect();
+	change_move(distseq_catalog_schema(), PG_GETARG_INT64(0), PG_GETARG_INT64(1),
+				PG_GETARG_INT64(2), PG_GETARG_INT64(3), PG_GETARG_DATUM(4),
+				PG_GETARG_INT64(5));
+	SPI_finish();
+	PG_RETURN_VOID();
+}
+
+/* Go back from a pending membership whose change was not decided */
+static bool
+change_revert(const char *schema, int64 epoch, int64 epoch_id)
+{
+	Oid			types[2] = {INT8OID, INT8OID};
+	Datum		values[2] = {Int64GetDatum(epoch), Int64GetDatum(epoch_id)};
+
+	distseq_spi_exec(psprintf("UPDATE %s.distseq_node SET epoch = prev_epoch,"
+							  " epoch_id = prev_epoch_id, members = prev_members, pending = false,"
+							  " proposer = NULL, prev_epoch = NULL, prev_epoch_id = NULL,"
+							  " prev_members = NULL"
+							  " WHERE epoch = $1 AND epoch_id = $2 AND pending", schema),
+					 2, types, values, SPI_OK_UPDATE);
+	return SPI_processed == 1;
+}
+
+PG_FUNCTION_INFO_V1(distseq_peer_revert);
+
+Datum
+distseq_peer_revert(PG_FUNCTION_ARGS)
+{
+	bool		reverted;
+
+	distseq_spi_connect();
+	reverted = change_revert(distseq_catalog_schema(), PG_GETARG_INT64(0),
+							 PG_GETARG_INT64(1));
+	SPI_finish();
+	PG_RETURN_BOOL(reverted);
+}
+
+PG_FUNCTION_INFO_V1(distseq_peer_decided);
+
+/*
+ * Was a change proposed here decided?  The lock waits for a change in
+ * flight: once it is free, a change not recorded never will be (a
+ * proposal's epoch_id is never proposed twice).
+ */
+Datum
+distseq_peer_decided(PG_FUNCTION_ARGS)
+{
+	const char *schema;
+	Oid			types[2] = {INT8OID, INT8OID};
+	Datum		values[2] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1)};
+	bool		decided;
+
+	distseq_spi_connect();
+	schema = distseq_catalog_schema();
+	change_lock(schema);
+	distseq_spi_exec(psprintf("SELECT 1 FROM %s.distseq_change WHERE epoch = $1 AND epoch_id = $2",
+							  schema), 2, types, values, SPI_OK_SELECT);
+	decided = SPI_processed == 1;
+	SPI_finish();
+	PG_RETURN_BOOL(decided);
+}
+
+/*
+ * Every mark this node holds, with the seeds of sequences it does not
+ * have, once it is in the given membership: no compare-and-set of the one
+ * before can reach it then.  SPI connected; in the caller's memory.
+ */
+static List *
+change_marks(const char *schema, int64 epoch, int64 epoch_id, MemoryContext cxt)
+{
+	Oid			types[2] = {INT8OID, INT8OID};
+	Datum		values[2] = {Int64GetDatum(epoch), Int64GetDatum(epoch_id)};
+	List	   *marks = NIL;
+
+	distseq_node_verify(schema);
+	distseq_spi_exec(psprintf("SELECT 1 FROM %s.distseq_node WHERE epoch = $1 AND epoch_id = $2"
+							  " FOR SHARE", schema), 2, types, values, SPI_OK_SELECT);
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("this distseq node is not in membership " INT64_FORMAT " (" INT64_FORMAT ")",
+						epoch, epoch_id)));
+	distseq_spi_exec(psprintf("SELECT name, max(hwm) FROM"
+							  " (SELECT s.sequence_name, %s FROM %s.distseq_sequences s"
+							  "  UNION ALL SELECT sequence_name, hwm FROM %s.distseq_seed) m(name, hwm)"
+							  " GROUP BY name", distseq_hwm_expr(schema), schema, schema),
+					 0, NULL, NULL, SPI_OK_SELECT);
+	for (uint64 i = 0; i < SPI_processed; i++)
+	{
+		Mark	   *m = MemoryContextAlloc(cxt, sizeof(Mark));
+
+		m->name = MemoryContextStrdup(cxt, SPI_getvalue(SPI_tuptable->vals[i],
+														SPI_tuptable->tupdesc, 1));
+		m->hwm = distseq_spi_int8(i, 2);
+		marks = lappend(marks, m);
+	}
+	return marks;
+}
+
+PG_FUNCTION_INFO_V1(distseq_peer_marks);
+
+Datum
+distseq_peer_marks(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	MemoryContext cxt = CurrentMemoryContext;
+	List	   *marks;
+	ListCell   *lc;
+
+	InitMaterializedSRF(fcinfo, 0);
+	distseq_spi_connect();
+	marks = change_marks(distseq_catalog_schema(), PG_GETARG_INT64(0), PG_GETARG_INT64(1), cxt);
+	foreach(lc, marks)
+	{
+		Mark	   *m = lfirst(lc);
+		Datum		values[2];
+		bool		nulls[2] = {0};
+
+		values[0] = CStringGetTextDatum(m->name);
+		values[1] = Int64GetDatum(m->hwm);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	SPI_finish();
+	return (Datum) 0;
+}
+
+/*
+ * Phase two on this node: raise the marks and take part in the new
+ * membership.  Accepted from the new membership (pending or not), from the
+ * one before it (a member that missed phase one, or a pending member of a
+ * change this one supersedes: both were decided), and from a fresh node,
+ * which joins: alone, never in a group, without a window of a sequence the
+ * agent keeps.  The node row's lock, which making windows takes too
+ * (distseq_has_peers), keeps one from appearing between the check and the
+ * join.
+ */
+static void
+change_activate(const char *schema, Datum *args)
+{
+	Oid			types[7] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8ARRAYOID,
+	TEXTARRAYOID, INT8ARRAYOID};
+
+	distseq_node_verify(schema);
+	distseq_spi_exec(psprintf("UPDATE %s.distseq_node n SET epoch = $1, epoch_id = $2, members = $5,"
+							  " pending = false, proposer = NULL, prev_epoch = NULL,"
+							  " prev_epoch_id = NULL, prev_members = NULL"
+							  " WHERE (n.epoch = $1 AND n.epoch_id = $2)"
+							  " OR (n.epoch = $3 AND n.epoch_id = $4)"
+							  " OR (n.epoch = 0 AND NOT n.pending AND n.members = ARRAY[n.node_id]"
+							  "     AND NOT EXISTS (SELECT 1 FROM %s.distseq_windows w"
+							  "       JOIN %s.distseq_sequences s USING (sequence_name)"
+							  "       WHERE s.stripes = 1 AND s.servers IS NULL))",
+							  schema, schema, schema),
+					 7, types, args, SPI_OK_UPDATE);
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("this distseq node cannot take membership " INT64_FORMAT,
+						DatumGetInt64(args[0])),
+				 errdetail("It is neither in that membership nor in the one before, nor a fresh node.")));
+	distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences s SET hwm = GREATEST(%s, v.hwm)"
+							  " FROM unnest($6, $7) AS v(name, hwm) WHERE s.sequence_name = v.name",
+							  schema, distseq_hwm_expr(schema)),
+					 7, types, args, SPI_OK_UPDATE);
+	/* and for every sequence, had or not: one introduced later starts above */
+	distseq_spi_exec(psprintf("INSERT INTO %s.distseq_seed (sequence_name, hwm)"
+							  " SELECT name, max(hwm) FROM unnest($6, $7) AS v(name, hwm) GROUP BY name"
+							  " ON CONFLICT (sequence_name)"
+							  " DO UPDATE SET hwm = GREATEST(%s.distseq_seed.hwm, EXCLUDED.hwm)",
+							  schema, schema),
+					 7, types, args, SPI_OK_INSERT);
+}
+
+PG_FUNCTION_INFO_V1(distseq_peer_activate);
+
+Datum
+distseq_peer_activate(PG_FUNCTION_ARGS)
+{
+	Datum		args[7];
+
+	for (int i = 0; i < 7; i++)
+		args[i] = PG_GETARG_DATUM(i);
+	distseq_spi_connect();
+	change_activate(distseq_catalog_schema(), args);
+	SPI_finish();
+	PG_RETURN_VOID();
+}
+
+PG_FUNCTION_INFO_V1(distseq_peer_adopt);
+
+/* Version 1.3's join, kept so that its install script loads */
+Datum
+distseq_peer_adopt(PG_FUNCTION_ARGS)
+{
+	check_minor();
+	PG_RETURN_VOID();
+}
+
+/* ---- the proposer ---- */
+
+static char *
+array_text(int64 *vals, int n)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '{');
+	for (int i = 0; i < n; i++)
+		appendStringInfo(&buf, "%s" INT64_FORMAT, i ? "," : "", vals[i]);
+	appendStringInfoChar(&buf, '}');
+	return buf.data;
+}
+
+static int64 *
+array_values(Datum d, int *n)
+{
+	Datum	   *elems;
+	int64	   *vals;
+
+	deconstruct_array(DatumGetArrayTypeP(d), INT8OID, 8, FLOAT8PASSBYVAL,
+					  TYPALIGN_DOUBLE, &elems, NULL, n);
+	vals = palloc(sizeof(int64) * Max(*n, 1));
+	for (int i = 0; i < *n; i++)
+		vals[i] = DatumGetInt64(elems[i]);
+	return vals;
+}
+
+static DistseqPeer *
+peer_or_error(const char *schema, int64 node_id, char **error)
+{
+	DistseqPeer *peer = distseq_peer_of(schema, node_id);
+
+	if (peer == NULL)
+		*error = psprintf("no distseq peer is registered here for node " INT64_FORMAT, node_id);
+	return peer;
+}
+
+/*
+ * Phase one, and the decision.  Moves every member of the current
+ * membership it can reach, this node last with the record of the change,
+ * in this transaction; puts the others back if fewer than a majority moved.
+ */
+static void
+change_propose(const char *schema, DistseqNodeState *st, int64 *members, int nmembers)
+{
+	Change		c;
+	const char *params[6];
+	List	   *moved = NIL;
+	int			nmoved = 1;		/* this node, at the end */
+	char	   *first_error = NULL;
+	ListCell   *lc;
+
+	c.prev_epoch = st->epoch;
+	c.prev_epoch_id = st->epoch_id;
+	c.epoch = st->epoch + 1;
+	do
+	{
+		if (!pg_strong_random(&c.epoch_id, sizeof(c.epoch_id)))
+			elog(ERROR, "could not generate a random number");
+		c.epoch_id &= PG_INT64_MAX;
+	} while (c.epoch_id == 0);
+
+	params[0] = int8_text(c.prev_epoch);
+	params[1] = int8_text(c.prev_epoch_id);
+	params[2] = int8_text(c.epoch);
+	params[3] = int8_text(c.epoch_id);
+	params[4] = array_text(members, nmembers);
+	params[5] = int8_text(st->node_id);
+	for (int i = 0; i < st->nmembers; i++)
+	{
+		DistseqPeer *peer;
+		char	   *error = NULL;
+
+		if (st->members[i] == st->node_id)
+			continue;
+		peer = peer_or_error(schema, st->members[i], &error);
+		if (peer && peer_exec(peer, "SELECT %s.distseq_peer_epoch_cas($1, $2, $3, $4, $5, $6)",
+							  6, params, &error))
+		{
+			moved = lappend(moved, peer);
+			nmoved++;
+		}
+		else if (first_error == NULL)
+			first_error = error;
+	}
+
+	if (nmoved >= quorum(st->nmembers))
+	{
+		Oid			types[6] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8ARRAYOID,
+		INT8ARRAYOID};
+		Datum		values[6];
+
+		values[0] = Int64GetDatum(c.epoch);
+		values[1] = Int64GetDatum(c.epoch_id);
+		values[2] = Int64GetDatum(c.prev_epoch);
+		values[3] = Int64GetDatum(c.prev_epoch_id);
+		values[4] = distseq_int8_array(members, nmembers);
+		values[5] = distseq_int8_array(st->members, st->nmembers);
+		change_move(schema, c.prev_epoch, c.prev_epoch_id, c.epoch, c.epoch_id,
+					values[4], st->node_id);
+		/* a change not finished yet is superseded by this one */
+		distseq_spi_exec(psprintf("UPDATE %s.distseq_change SET finished = true", schema),
+						 0, NULL, NULL, SPI_OK_UPDATE);
+		distseq_spi_exec(psprintf("INSERT INTO %s.distseq_change (epoch, epoch_id, prev_epoch,"
+								  " prev_epoch_id, members, prev_members)"
+								  " VALUES ($1, $2, $3, $4, $5, $6)", schema),
+						 6, types, values, SPI_OK_INSERT);
+		return;
+	}
+
+	foreach(lc, moved)
+		(void) peer_exec(lfirst(lc), "SELECT %s.distseq_peer_revert($1, $2)", 2, params + 2, NULL);
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("could not change the distseq membership: %d of %d members agreed, %d needed",
+					nmoved, st->nmembers, quorum(st->nmembers)),
+			 first_error ? errdetail("%s", first_error) : 0,
+			 errhint("A majority of the members must be reachable from this node, each with a server added by distseq_add_peer().")));
+}
+
+/* Collect marks from one member; false if it could not give them */
+static bool
+collect_marks(const char *schema, DistseqNodeState *st, int64 node_id, Change *c,
+			  List **marks, char **error)
+{
+	const char *params[2] = {int8_text(c->epoch), int8_text(c->epoch_id)};
+	DistseqPeer *peer;
+	PGresult   *res;
+
+	if (node_id == st->node_id)
+	{
+		*marks = list_concat(*marks, change_marks(schema, c->epoch, c->epoch_id,
+												  CurrentMemoryContext));
+		return true;
+	}
+	if ((peer = peer_or_error(schema, node_id, error)) == NULL ||
+		(res = peer_exec(peer, "SELECT sequence_name, hwm FROM %s.distseq_peer_marks($1, $2)",
+						 2, params, error)) == NULL)
+		return false;
+	for (int i = 0; i < PQntuples(res); i++)
+	{
+		Mark	   *m = palloc(sizeof(Mark));
+
+		m->name = pstrdup(PQgetvalue(res, i, 0));
+		m->hwm = strtoll(PQgetvalue(res, i, 1), NULL, 10);
+		*marks = lappend(*marks, m);
+	}
+	PQclear(res);
+	return true;
+}
+
+/* The largest mark of each sequence, as array literals */
+static void
+marks_arrays(List *marks, char **names, char **hwms)
+{
+	StringInfoData n;
+	StringInfoData h;
+	ListCell   *lc;
+
+	initStringInfo(&n);
+	initStringInfo(&h);
+	appendStringInfoChar(&n, '{');
+	appendStringInfoChar(&h, '{');
+	foreach(lc, marks)
+	{
+		Mark	   *m = lfirst(lc);
+		const char *sep = foreach_current_index(lc) ? "," : "";
+
+		/* an array element, quoted, with quotes and backslashes escaped */
+		appendStringInfo(&n, "%s\"", sep);
+		for (const char *p = m->name; *p; p++)
+		{
+			if (*p == '"' || *p == '\\')
+				appendStringInfoChar(&n, '\\');
+			appendStringInfoChar(&n, *p);
+		}
+		appendStringInfoChar(&n, '"');
+		appendStringInfo(&h, "%s" INT64_FORMAT, sep, m->hwm);
+	}
+	appendStringInfoChar(&n, '}');
+	appendStringInfoChar(&h, '}');
+	*names = n.data;
+	*hwms = h.data;
+}
+
+/*
+ * Phase two of the change decided here that is not finished, if any.
+ * Returns NULL when there is none left, or why it is not finished.  SPI
+ * connected.
+ */
+static char *
+change_finish(const char *schema)
+{
+	DistseqNodeState st;
+	Change		c;
+	bool		isnull;
+	List	   *marks = NIL;
+	int			got = 0;
+	char	   *error = NULL;
+	char	   *names;
+	char	   *hwms;
+	const char *params[7];
+	int			failed = 0;
+
+	distseq_spi_exec(psprintf("SELECT epoch, epoch_id, prev_epoch, prev_epoch_id, members,"
+							  " prev_members FROM %s.distseq_change WHERE NOT finished", schema),
+					 0, NULL, NULL, SPI_OK_SELECT);
+	if (SPI_processed == 0)
+		return NULL;
+	c.epoch = distseq_spi_int8(0, 1);
+	c.epoch_id = distseq_spi_int8(0, 2);
+	c.prev_epoch = distseq_spi_int8(0, 3);
+	c.prev_epoch_id = distseq_spi_int8(0, 4);
+	c.members = array_values(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5,
+										   &isnull), &c.nmembers);
+	c.prev = array_values(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 6,
+										&isnull), &c.nprev);
+	distseq_node_state(schema, &st);
+
+	/* enough marks that every majority of the former membership is seen */
+	for (int i = 0; i < c.nprev; i++)
+	{
+		if (collect_marks(schema, &st, c.prev[i], &c, &marks, &error))
+			got++;
+	}
+	if (got < c.nprev - quorum(c.nprev) + 1)
+		return psprintf("only %d of the %d former members gave their high-water marks: %s",
+						got, c.nprev, error ? error : "");
+	marks_arrays(marks, &names, &hwms);
+
+	params[0] = int8_text(c.epoch);
+	params[1] = int8_text(c.epoch_id);
+	params[2] = int8_text(c.prev_epoch);
+	params[3] = int8_text(c.prev_epoch_id);
+	params[4] = array_text(c.members, c.nmembers);
+	params[5] = names;
+	params[6] = hwms;
+	for (int i = 0; i < c.nmembers; i++)
+	{
+		DistseqPeer *peer;
+
+		if (c.members[i] == st.node_id)
+			continue;
+		if ((peer = peer_or_error(schema, c.members[i], &error)) == NULL ||
+			peer_exec(peer, "SELECT %s.distseq_peer_activate($1, $2, $3, $4, $5, $6, $7)",
+					  7, params, &error) == NULL)
+			failed++;
+	}
+	{
+		Datum		args[7];
+
+		args[0] = Int64GetDatum(c.epoch);
+		args[1] = Int64GetDatum(c.epoch_id);
+		args[2] = Int64GetDatum(c.prev_epoch);
+		args[3] = Int64GetDatum(c.prev_epoch_id);
+		args[4] = distseq_int8_array(c.members, c.nmembers);
+		args[5] = DirectFunctionCall3(array_in, CStringGetDatum(names),
+									  ObjectIdGetDatum(TEXTOID), Int32GetDatum(-1));
+		args[6] = DirectFunctionCall3(array_in, CStringGetDatum(hwms),
+									  ObjectIdGetDatum(INT8OID), Int32GetDatum(-1));
+		change_activate(schema, args);
+	}
+	if (failed > 0)
+		return psprintf("%d of the %d members are not active in the new membership yet: %s",
+						failed, c.nmembers, error);
+	distseq_spi_exec(psprintf("UPDATE %s.distseq_change SET finished = true", schema),
+					 0, NULL, NULL, SPI_OK_UPDATE);
+	return NULL;
+}
+
+/*
+ * A member left pending by a change another node proposed: if the proposer
+ * says the change was never decided, go back.  If it was decided, the
+ * proposer activates this node.  Returns why nothing could be done, or
+ * NULL.  SPI connected.
+ */
+static char *
+change_recover(const char *schema, DistseqNodeState *st)
+{
+	const char *params[2];
+	DistseqPeer *peer;
+	PGresult   *res;
+	char	   *error = NULL;
+	bool		decided;
+
+	if (!st->pending || st->proposer == st->node_id)
+		return NULL;
+	params[0] = int8_text(st->epoch);
+	params[1] = int8_text(st->epoch_id);
+	if ((peer = peer_or_error(schema, st->proposer, &error)) == NULL ||
+		(res = peer_exec(peer, "SELECT %s.distseq_peer_decided($1, $2)", 2, params,
+						 &error)) == NULL)
+		return psprintf("could not ask the proposer of membership " INT64_FORMAT ": %s",
+						st->epoch, error);
+	decided = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
+	PQclear(res);
+	if (decided)
+		return NULL;
+	if (change_revert(schema, st->epoch, st->epoch_id))
+		ereport(LOG,
+				(errmsg("distseq membership " INT64_FORMAT " proposed by node " INT64_FORMAT " was abandoned; this node is back in the membership before it",
+						st->epoch, st->proposer)));
+	return NULL;
+}
+
+/*
+ * Finish what a change left undone here: phase two of one this node
+ * decided, or going back from one that was abandoned.  In the worker, at
+ * the start of every agent pass; problems are logged, and retried at the
+ * next pass.
+ */
+void
+distseq_change_resume(void)
+{
+	const char *schema;
+	DistseqNodeState st;
+	char	   *problem;
+
+	distseq_xact_begin();
+	distseq_spi_connect();
+	if (distseq_catalog_minor() >= 4)
+	{
+		schema = distseq_catalog_schema();
+		if ((problem = change_finish(schema)) != NULL)
+			ereport(LOG, (errmsg("distseq membership change not finished: %s", problem)));
+		distseq_node_state(schema, &st);
+		if ((problem = change_recover(schema, &st)) != NULL)
+			ereport(LOG, (errmsg("distseq: %s", problem)));
+	}
+	SPI_finish();
+	distseq_xact_commit();
+}
+
+/* Add a peer; true if a fresh node is joining */
+static bool
+change_add(const char *schema, DistseqNodeState *st, const char *server_name, Oid userid)
+{
+	ForeignServer *server = GetForeignServerByName(server_name, false);
+	DistseqPeer peer;
+	RemoteConn *rc;
+	PGresult   *res;
+	bool		fresh;
+	int64	   *members;
+	Oid			types[3] = {TEXTOID, INT8OID, INT8OID};
+	Datum		values[3];
+
+	memset(&peer, 0, sizeof(peer));
+	peer.serverid = server->serverid;
+	peer.added_by = userid;
+	strlcpy(peer.name, server_name, NAMEDATALEN);
+	rc = distseq_peer_connect(&peer);
+	res = distseq_remote_exec(rc,
+							  psprintf("SELECT node_id, epoch = 0 AND cardinality(members) = 1"
+									   " AND NOT pending AND NOT EXISTS"
+									   "  (SELECT 1 FROM %1$s.distseq_peer_sequences() WHERE has_windows)"
+									   " FROM %1$s.distseq_peer_state()",
+									   distseq_remote_schema(rc)),
+							  0, NULL);
+	peer.node_id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+	fresh = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
+	PQclear(res);
+	if (peer.node_id == st->node_id)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("server \"%s\" is this node itself", server_name)));
+
+	values[0] = CStringGetTextDatum(server_name);
+	values[1] = Int64GetDatum(peer.node_id);
+	values[2] = Int64GetDatum((int64) userid);
+	distseq_spi_exec(psprintf("INSERT INTO %s.distseq_peer (server_name, node_id, added_by)"
+							  " VALUES ($1, $2, $3::oid)"
+							  " ON CONFLICT (server_name) DO UPDATE"
+							  " SET node_id = EXCLUDED.node_id, added_by = EXCLUDED.added_by",
+							  schema),
+					 3, types, values, SPI_OK_INSERT);
+	if (distseq_is_member(st, peer.node_id))
+		return false;
+
+	if (!fresh)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("server \"%s\" cannot join: it is not a fresh node", server_name),
+				 errdetail("A node joins only before it has peers or windows of its own, so that no value it issued can collide.")));
+	members = palloc(sizeof(int64) * (st->nmembers + 1));
+	memcpy(members, st->members, sizeof(int64) * st->nmembers);
+	members[st->nmembers] = peer.node_id;
+	change_propose(schema, st, members, st->nmembers + 1);
+	return true;
+}
+
+/* Remove a peer; true if a member is leaving */
+static bool
+change_remove(const char *schema, DistseqNodeState *st, const char *server_name)
+{
+	Oid			types[1] = {TEXTOID};
+	Datum		values[1] = {CStringGetTextDatum(server_name)};
+	int64		node_id;
+	int64	   *members;
+	int			n = 0;
+	bool		member;
+
+	distseq_spi_exec(psprintf("SELECT node_id FROM %s.distseq_peer WHERE server_name = $1", schema),
+					 1, types, values, SPI_OK_SELECT);
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("server \"%s\" is not a distseq peer of this node", server_name)));
+	node_id = distseq_spi_int8(0, 1);
+	member = distseq_is_member(st, node_id);
+	if (member)
+	{
+		members = palloc(sizeof(int64) * st->nmembers);
+		for (int i = 0; i < st->nmembers; i++)
+			if (st->members[i] != node_id)
+				members[n++] = st->members[i];
+		change_propose(schema, st, members, n);
+	}
+	distseq_spi_exec(psprintf("DELETE FROM %s.distseq_peer WHERE server_name = $1", schema),
+					 1, types, values, SPI_OK_DELETE);
+	return member;
+}
+
+/*
+ * Run a change that distseq_add_peer() or distseq_remove_peer() asked for,
+ * in the worker, outside any transaction.  Returns NULL, or (in "cxt") why
+ * the change is decided but not active on every member yet.
+ */
+char *
+distseq_change_run(char op, const char *server_name, Oid userid, MemoryContext cxt)
+{
+	const char *schema;
+	DistseqNodeState st;
+	bool		changed;
+	char	   *unfinished = NULL;
+
+	distseq_xact_begin();
+	distseq_spi_connect();
+	check_minor();
+	schema = distseq_catalog_schema();
+	change_lock(schema);
+	distseq_node_state(schema, &st);
+	distseq_node_verify(schema);
+	if (st.pending)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("this distseq node is in a membership change that is not active here yet"),
+				 errhint("Its proposer finishes it, or abandons it; distseq_peers shows the members.")));
+	if (op == 'a')
+		changed = change_add(schema, &st, server_name, userid);
+	else
+		changed = change_remove(schema, &st, server_name);
+	SPI_finish();
+	/* decided, if changed: flushed at commit, as the worker commits */
+	distseq_xact_commit();
+
+	if (changed)
+	{
+		char	   *problem;
+
+		distseq_xact_begin();
+		distseq_spi_connect();
+		problem = change_finish(distseq_catalog_schema());
+		if (problem)
+			unfinished = MemoryContextStrdup(cxt, problem);
+		SPI_finish();
+		distseq_xact_commit();
+	}
+	return unfinished;
+}
+
+/* The checks made in the caller's backend, before the worker takes over */
+static void
+change_request(char op, const char *server_name, const char *funcname)
+{
+	distseq_check_loaded();
+	PreventInTransactionBlock(true, funcname);
+	check_minor();
+	if (op == 'a')
+	{
+		ForeignServer *server = GetForeignServerByName(server_name, false);
+
+		if (pg_foreign_server_aclcheck(server->serverid, GetUserId(), ACL_USAGE) != ACLCHECK_OK)
+			aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_FOREIGN_SERVER, server->servername);
+		if (strcmp(GetForeignDataWrapper(server->fdwid)->fdwname, "distseq") != 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+					 errmsg("server \"%s\" does not use the distseq foreign-data wrapper",
+							server_name)));
+	}
+	distseq_worker_change(MyDatabaseId, op, server_name, GetUserId());
+}
+
+PG_FUNCTION_INFO_V1(distseq_add_peer);
+
+/*
+ * Make a foreign server of the distseq wrapper a peer of this node.  If its
+ * node is not a member yet, it joins: it must be fresh (no window of its
+ * own), and a majority of the members must be reachable.  Run it on every
+ * node for every other node, so each can reach all the others.
+ */
+Datum
+distseq_add_peer(PG_FUNCTION_ARGS)
+{
+	change_request('a', NameStr(*PG_GETARG_NAME(0)), "distseq_add_peer()");
+	PG_RETURN_VOID();
+}
+
+PG_FUNCTION_INFO_V1(distseq_remove_peer);
+
+/*
+ * Forget a peer here; if it is a member, it leaves the group (it may be
+ * down for good).  A majority of the members must be reachable, and of a
+ * group of two, both.
+ */
+Datum
+distseq_remove_peer(PG_FUNCTION_ARGS)
+{
+	change_request('r', NameStr(*PG_GETARG_NAME(0)), "distseq_remove_peer()");
+	PG_RETURN_VOID();
+}
