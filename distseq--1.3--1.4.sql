@@ -70,11 +70,11 @@ AS 'MODULE_PATHNAME', 'distseq_peer_marks'
 LANGUAGE C STRICT SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
 
 -- Phase two: raise the marks and take part in the new membership.  A fresh
--- node joins this way.
+-- node joins this way.  node_id: the node the caller means.
 CREATE FUNCTION distseq_peer_activate(epoch bigint, epoch_id bigint,
 									  prev_epoch bigint, prev_epoch_id bigint,
 									  members bigint[], sequence_names text[],
-									  hwms bigint[])
+									  hwms bigint[], node_id bigint)
 RETURNS void
 AS 'MODULE_PATHNAME', 'distseq_peer_activate'
 LANGUAGE C STRICT SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
@@ -83,7 +83,7 @@ REVOKE ALL ON FUNCTION distseq_peer_state(),
 	distseq_peer_epoch_cas(bigint, bigint, bigint, bigint, bigint[], bigint),
 	distseq_peer_revert(bigint, bigint), distseq_peer_decided(bigint, bigint),
 	distseq_peer_marks(bigint, bigint),
-	distseq_peer_activate(bigint, bigint, bigint, bigint, bigint[], text[], bigint[])
+	distseq_peer_activate(bigint, bigint, bigint, bigint, bigint[], text[], bigint[], bigint)
 	FROM PUBLIC;
 
 -- pending: the peer is in a membership change that is not active there yet

@@ -25,7 +25,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
 . "$here/scripts/common.sh"
-distseq_lock
+distseq_lock "$@"
 
 n1=100000
 n2=300000

@@ -24,7 +24,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
 . "$here/scripts/common.sh"
-distseq_lock
+distseq_lock "$@"
 
 quick=0
 keep=0

@@ -23,14 +23,15 @@ distseq_build_install() {
 
 # The extension is installed system-wide, so two runs on one machine (a test
 # run and a benchmark, say) would replace each other's build under running
-# servers: they take turns on one lock.  Scripts started by a script that
-# holds it go ahead.
+# servers: they take turns on one lock.  The script runs again under
+# flock -o, so the servers it starts do not inherit the lock (one left
+# running would hold it for good).  Scripts it starts go ahead.
+#   distseq_lock "$@"    # first thing in a script
 distseq_lock() {
 	[ -n "${DISTSEQ_LOCKED:-}" ] && return 0
 	export DISTSEQ_LOCKED=1
-	exec 9>/tmp/distseq.lock
-	if ! flock -n 9; then
+	if ! flock -n /tmp/distseq.lock true; then
 		echo "waiting for another distseq run on this machine (/tmp/distseq.lock)" >&2
-		flock 9
 	fi
+	exec flock -o /tmp/distseq.lock bash "$0" "$@"
 }

@@ -8,7 +8,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
 . "$here/scripts/common.sh"
-distseq_lock
+distseq_lock "$@"
 
 distseq_install_packages
 distseq_build_install "$here"

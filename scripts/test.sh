@@ -15,7 +15,7 @@ set -uo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
 . "$here/scripts/common.sh"
-distseq_lock
+distseq_lock "$@"
 
 suites=${*:-regress isolation tap bench model}
 

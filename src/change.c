@@ -155,12 +155,15 @@ change_move(const char *schema, int64 epoch, int64 epoch_id, int64 new_epoch,
 	values[3] = Int64GetDatum(new_epoch_id);
 	values[4] = members;
 	values[5] = Int64GetDatum(proposer);
+	distseq_spi_exec(psprintf("SELECT 1 FROM %s.distseq_node"
+							  " WHERE epoch = $3 AND epoch_id = $4 AND pending AND proposer = $6",
+							  schema), 6, types, values, SPI_OK_SELECT);
+	if (SPI_processed == 1)
+		return;
 	distseq_spi_exec(psprintf("UPDATE %s.distseq_node SET epoch = $3, epoch_id = $4, members = $5,"
 							  " pending = true, proposer = $6, prev_epoch = epoch,"
 							  " prev_epoch_id = epoch_id, prev_members = members"
-							  " WHERE (epoch = $1 AND epoch_id = $2 AND NOT pending)"
-							  "    OR (epoch = $3 AND epoch_id = $4 AND pending AND proposer = $6)",
-							  schema),
+							  " WHERE epoch = $1 AND epoch_id = $2 AND NOT pending", schema),
 					 6, types, values, SPI_OK_UPDATE);
 	if (SPI_processed != 1)
 		ereport(ERROR,
@@ -316,21 +319,27 @@ distseq_peer_marks(PG_FUNCTION_ARGS)
 static void
 change_activate(const char *schema, Datum *args)
 {
-	Oid			types[7] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8ARRAYOID,
-	TEXTARRAYOID, INT8ARRAYOID};
+	Oid			types[8] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8ARRAYOID,
+	TEXTARRAYOID, INT8ARRAYOID, INT8OID};
 
+	/*
+	 * The membership before may be epoch 0, that of every node never in a
+	 * group: such a node is taken only if it is fresh.  And the node must be
+	 * the one the proposer knows (not another installed at its address).
+	 */
 	distseq_node_verify(schema);
 	distseq_spi_exec(psprintf("UPDATE %s.distseq_node n SET epoch = $1, epoch_id = $2, members = $5,"
 							  " pending = false, proposer = NULL, prev_epoch = NULL,"
 							  " prev_epoch_id = NULL, prev_members = NULL"
-							  " WHERE (n.epoch = $1 AND n.epoch_id = $2)"
-							  " OR (n.epoch = $3 AND n.epoch_id = $4)"
-							  " OR (n.epoch = 0 AND NOT n.pending AND n.members = ARRAY[n.node_id]"
-							  "     AND NOT EXISTS (SELECT 1 FROM %s.distseq_windows w"
-							  "       JOIN %s.distseq_sequences s USING (sequence_name)"
-							  "       WHERE s.stripes = 1 AND s.servers IS NULL))",
+							  " WHERE n.node_id = $8 AND"
+							  " ((n.epoch = $1 AND n.epoch_id = $2)"
+							  "  OR (n.epoch = $3 AND n.epoch_id = $4 AND $3 > 0)"
+							  "  OR (n.epoch = 0 AND NOT n.pending AND n.members = ARRAY[n.node_id]"
+							  "      AND NOT EXISTS (SELECT 1 FROM %s.distseq_windows w"
+							  "        JOIN %s.distseq_sequences s USING (sequence_name)"
+							  "        WHERE s.stripes = 1 AND s.servers IS NULL)))",
 							  schema, schema, schema),
-					 7, types, args, SPI_OK_UPDATE);
+					 8, types, args, SPI_OK_UPDATE);
 	if (SPI_processed != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -338,16 +347,17 @@ change_activate(const char *schema, Datum *args)
 						DatumGetInt64(args[0])),
 				 errdetail("It is neither in that membership nor in the one before, nor a fresh node.")));
 	distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences s SET hwm = GREATEST(%s, v.hwm)"
-							  " FROM unnest($6, $7) AS v(name, hwm) WHERE s.sequence_name = v.name",
+							  " FROM (SELECT name, max(hwm) AS hwm FROM unnest($6, $7) AS u(name, hwm)"
+							  "       GROUP BY name) v WHERE s.sequence_name = v.name",
 							  schema, distseq_hwm_expr(schema)),
-					 7, types, args, SPI_OK_UPDATE);
+					 8, types, args, SPI_OK_UPDATE);
 	/* and for every sequence, had or not: one introduced later starts above */
 	distseq_spi_exec(psprintf("INSERT INTO %s.distseq_seed (sequence_name, hwm)"
 							  " SELECT name, max(hwm) FROM unnest($6, $7) AS v(name, hwm) GROUP BY name"
 							  " ON CONFLICT (sequence_name)"
 							  " DO UPDATE SET hwm = GREATEST(%s.distseq_seed.hwm, EXCLUDED.hwm)",
 							  schema, schema),
-					 7, types, args, SPI_OK_INSERT);
+					 8, types, args, SPI_OK_INSERT);
 }
 
 PG_FUNCTION_INFO_V1(distseq_peer_activate);
@@ -355,9 +365,9 @@ PG_FUNCTION_INFO_V1(distseq_peer_activate);
 Datum
 distseq_peer_activate(PG_FUNCTION_ARGS)
 {
-	Datum		args[7];
+	Datum		args[8];
 
-	for (int i = 0; i < 7; i++)
+	for (int i = 0; i < 8; i++)
 		args[i] = PG_GETARG_DATUM(i);
 	distseq_spi_connect();
 	change_activate(distseq_catalog_schema(), args);
@@ -528,22 +538,57 @@ collect_marks(const char *schema, DistseqNodeState *st, int64 node_id, Change *c
 	return true;
 }
 
-/* The largest mark of each sequence, as array literals */
+/*
+ * The largest mark of each sequence: as array literals for a peer, and as
+ * arrays for this node.
+ */
 static void
-marks_arrays(List *marks, char **names, char **hwms)
+marks_arrays(List *marks, char **names, char **hwms, Datum *name_array, Datum *hwm_array)
 {
+	List	   *merged = NIL;
+	ListCell   *lc;
 	StringInfoData n;
 	StringInfoData h;
-	ListCell   *lc;
+	Datum	   *nd;
+	int64	   *hv;
+	int			k = 0;
+
+	foreach(lc, marks)
+	{
+		Mark	   *m = lfirst(lc);
+		ListCell   *lc2;
+		bool		found = false;
+
+		foreach(lc2, merged)
+		{
+			Mark	   *g = lfirst(lc2);
+
+			if (strcmp(g->name, m->name) == 0)
+			{
+				g->hwm = Max(g->hwm, m->hwm);
+				found = true;
+				break;
+			}
+		}
+		if (!found)
+		{
+			Mark	   *g = palloc(sizeof(Mark));
+
+			*g = *m;
+			merged = lappend(merged, g);
+		}
+	}
 
 	initStringInfo(&n);
 	initStringInfo(&h);
 	appendStringInfoChar(&n, '{');
 	appendStringInfoChar(&h, '{');
-	foreach(lc, marks)
+	nd = palloc(sizeof(Datum) * Max(list_length(merged), 1));
+	hv = palloc(sizeof(int64) * Max(list_length(merged), 1));
+	foreach(lc, merged)
 	{
 		Mark	   *m = lfirst(lc);
-		const char *sep = foreach_current_index(lc) ? "," : "";
+		const char *sep = k ? "," : "";
 
 		/* an array element, quoted, with quotes and backslashes escaped */
 		appendStringInfo(&n, "%s\"", sep);
@@ -555,11 +600,16 @@ marks_arrays(List *marks, char **names, char **hwms)
 		}
 		appendStringInfoChar(&n, '"');
 		appendStringInfo(&h, "%s" INT64_FORMAT, sep, m->hwm);
+		nd[k] = CStringGetTextDatum(m->name);
+		hv[k] = m->hwm;
+		k++;
 	}
 	appendStringInfoChar(&n, '}');
 	appendStringInfoChar(&h, '}');
 	*names = n.data;
 	*hwms = h.data;
+	*name_array = PointerGetDatum(construct_array(nd, k, TEXTOID, -1, false, TYPALIGN_INT));
+	*hwm_array = distseq_int8_array(hv, k);
 }
 
 /*
@@ -578,7 +628,8 @@ change_finish(const char *schema)
 	char	   *error = NULL;
 	char	   *names;
 	char	   *hwms;
-	const char *params[7];
+	Datum		args[8];
+	const char *params[8];
 	int			failed = 0;
 
 	distseq_spi_exec(psprintf("SELECT epoch, epoch_id, prev_epoch, prev_epoch_id, members,"
@@ -596,6 +647,14 @@ change_finish(const char *schema)
 										&isnull), &c.nprev);
 	distseq_node_state(schema, &st);
 
+	/* another node's change has moved this one on: nothing left to do */
+	if (st.epoch != c.epoch || st.epoch_id != c.epoch_id)
+	{
+		distseq_spi_exec(psprintf("UPDATE %s.distseq_change SET finished = true", schema),
+						 0, NULL, NULL, SPI_OK_UPDATE);
+		return NULL;
+	}
+
 	/* enough marks that every majority of the former membership is seen */
 	for (int i = 0; i < c.nprev; i++)
 	{
@@ -605,7 +664,7 @@ change_finish(const char *schema)
 	if (got < c.nprev - quorum(c.nprev) + 1)
 		return psprintf("only %d of the %d former members gave their high-water marks: %s",
 						got, c.nprev, error ? error : "");
-	marks_arrays(marks, &names, &hwms);
+	marks_arrays(marks, &names, &hwms, &args[5], &args[6]);
 
 	params[0] = int8_text(c.epoch);
 	params[1] = int8_text(c.epoch_id);
@@ -620,25 +679,19 @@ change_finish(const char *schema)
 
 		if (c.members[i] == st.node_id)
 			continue;
+		params[7] = int8_text(c.members[i]);
 		if ((peer = peer_or_error(schema, c.members[i], &error)) == NULL ||
-			peer_exec(peer, "SELECT %s.distseq_peer_activate($1, $2, $3, $4, $5, $6, $7)",
-					  7, params, &error) == NULL)
+			peer_exec(peer, "SELECT %s.distseq_peer_activate($1, $2, $3, $4, $5, $6, $7, $8)",
+					  8, params, &error) == NULL)
 			failed++;
 	}
-	{
-		Datum		args[7];
-
-		args[0] = Int64GetDatum(c.epoch);
-		args[1] = Int64GetDatum(c.epoch_id);
-		args[2] = Int64GetDatum(c.prev_epoch);
-		args[3] = Int64GetDatum(c.prev_epoch_id);
-		args[4] = distseq_int8_array(c.members, c.nmembers);
-		args[5] = DirectFunctionCall3(array_in, CStringGetDatum(names),
-									  ObjectIdGetDatum(TEXTOID), Int32GetDatum(-1));
-		args[6] = DirectFunctionCall3(array_in, CStringGetDatum(hwms),
-									  ObjectIdGetDatum(INT8OID), Int32GetDatum(-1));
-		change_activate(schema, args);
-	}
+	args[0] = Int64GetDatum(c.epoch);
+	args[1] = Int64GetDatum(c.epoch_id);
+	args[2] = Int64GetDatum(c.prev_epoch);
+	args[3] = Int64GetDatum(c.prev_epoch_id);
+	args[4] = distseq_int8_array(c.members, c.nmembers);
+	args[7] = Int64GetDatum(st.node_id);
+	change_activate(schema, args);
 	if (failed > 0)
 		return psprintf("%d of the %d members are not active in the new membership yet: %s",
 						failed, c.nmembers, error);
@@ -688,23 +741,41 @@ change_recover(const char *schema, DistseqNodeState *st)
  * the start of every agent pass; problems are logged, and retried at the
  * next pass.
  */
+static void
+resume_finish(void *arg)
+{
+	char	   *problem = change_finish(distseq_catalog_schema());
+
+	if (problem)
+		ereport(LOG, (errmsg("distseq membership change not finished: %s", problem)));
+}
+
+static void
+resume_recover(void *arg)
+{
+	const char *schema = distseq_catalog_schema();
+	DistseqNodeState st;
+	char	   *problem;
+
+	distseq_node_state(schema, &st);
+	if ((problem = change_recover(schema, &st)) != NULL)
+		ereport(LOG, (errmsg("distseq: %s", problem)));
+}
+
 void
 distseq_change_resume(void)
 {
-	const char *schema;
-	DistseqNodeState st;
-	char	   *problem;
+	char	   *error = NULL;
 
 	distseq_xact_begin();
 	distseq_spi_connect();
 	if (distseq_catalog_minor() >= 4)
 	{
-		schema = distseq_catalog_schema();
-		if ((problem = change_finish(schema)) != NULL)
-			ereport(LOG, (errmsg("distseq membership change not finished: %s", problem)));
-		distseq_node_state(schema, &st);
-		if ((problem = change_recover(schema, &st)) != NULL)
-			ereport(LOG, (errmsg("distseq: %s", problem)));
+		/* one failing does not keep the other, nor the agent, from its work */
+		if (!distseq_remote_try(resume_finish, NULL, &error))
+			ereport(LOG, (errmsg("distseq membership change not finished: %s", error)));
+		if (!distseq_remote_try(resume_recover, NULL, &error))
+			ereport(LOG, (errmsg("distseq: %s", error)));
 	}
 	SPI_finish();
 	distseq_xact_commit();

@@ -225,11 +225,6 @@ like($err, qr/this distseq node is a copy of a member/, 'a promoted copy of a me
 like($err, qr/copy of a member|could not reach a majority/, 'nor allocates');
 $copy->stop;
 
-# Removing a member is refused (it could lose the record of won windows).
-($ret, $out, $err) = $node{a}->psql('postgres', "SELECT distseq_remove_peer('node_c')");
-like($err, qr/removing a member from a distseq group is not supported yet/,
-	'removing a member is refused');
-
 # A fourth node joins after the sequences exist: it is seeded with every
 # mark, so the sequences introduced to it later start above every window.
 my $d = peer_node('node_d');

@@ -1,0 +1,163 @@
+# Changing the membership: removing a member that is down, a member that
+# missed a change catching up, a group of two shrinking, and a change whose
+# proposer died half way being abandoned.  Windows of every node, removed
+# ones included, must never overlap, and no value is handed out twice.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use DistseqPeers;
+
+my %node;
+my @names = qw(a b c d);
+$node{$_} = peer_node("node_$_") for @names;
+for my $n (@names)
+{
+	peer_server($node{$n}, $_, $node{$_}) for grep { $_ ne $n } @names;
+}
+
+sub sql { my ($n, $q) = @_; return $node{$n}->safe_psql('postgres', $q); }
+
+sub state { return sql($_[0], 'SELECT epoch, cardinality(members), pending FROM distseq_node'); }
+
+sub windows
+{
+	my @w;
+	for my $n (@_)
+	{
+		push @w, map { [ split /\|/ ] } split /\n/,
+		  sql($n, "SELECT window_start, window_end FROM distseq_windows WHERE sequence_name = 'orders'");
+	}
+	return @w;
+}
+
+sub overlaps
+{
+	my @w = sort { $a->[0] <=> $b->[0] } @_;
+	my $bad = 0;
+	for my $i (1 .. $#w)
+	{
+		$bad++ if $w[$i]->[0] < $w[ $i - 1 ]->[1];
+	}
+	return $bad;
+}
+
+my %seen;
+my $dups = 0;
+
+sub draw
+{
+	my ($n, $count) = @_;
+	for my $v (split /\n/,
+		sql($n, "SELECT distseq_nextval('orders') FROM generate_series(1, $count)"))
+	{
+		$dups++ if $seen{$v}++;
+	}
+}
+
+# a, b and c form a group; d stays fresh for later.
+sql('a', "SELECT distseq_add_peer('node_$_')") for qw(b c);
+for my $n (qw(b c))
+{
+	sql($n, "SELECT distseq_add_peer('node_$_')") for grep { $_ ne $n } qw(a b c);
+}
+is(join(',', map { state($_) } qw(a b c)), '2|3|f,2|3|f,2|3|f', 'a, b and c are one group');
+sql('a', "SELECT distseq_create('orders', block_size => 5, window_size => 100, min_open_windows => 2)");
+sql($_, 'SELECT count(*) FROM distseq_maintain()') for qw(a b c);
+draw($_, 150) for qw(a b c);
+
+# c goes down for good; a removes it with b: two of three agree.
+$node{c}->stop('immediate');
+sql('a', "SELECT distseq_remove_peer('node_c')");
+is(join(',', map { state($_) } qw(a b)), '3|2|f,3|2|f', 'c removed: a and b in epoch 3, two members');
+is(sql('b', "SELECT count(*) FROM distseq_peer WHERE server_name = 'node_c'"), '1',
+	'b still knows the server of c');
+sql('b', "SELECT distseq_remove_peer('node_c')");
+is(sql('b', "SELECT count(*) FROM distseq_peer WHERE server_name = 'node_c'"), '0',
+	'a server that is no member any more is simply forgotten');
+for (1 .. 3)
+{
+	draw($_, 300) for qw(a b);
+	sql($_, 'SELECT count(*) FROM distseq_maintain()') for qw(a b);
+}
+
+# c comes back: it serves what it has, but never opens a window again.
+$node{c}->start;
+my ($ret, $out, $err) = $node{c}->psql('postgres', 'SELECT * FROM distseq_maintain()');
+isnt($ret, 0, 'the removed member cannot open windows');
+like($err, qr/could not reach a majority|no longer a member/, 'with a clear error');
+draw('c', 50);
+is(overlaps(windows(qw(a b c))), 0, 'no windows overlap, the removed member\'s included');
+
+# d joins while b is down: a majority of {a, b} is both, so it is refused;
+# with b back it works.
+$node{b}->stop('immediate');
+($ret, $out, $err) = $node{a}->psql('postgres', "SELECT distseq_add_peer('node_d')");
+like($err, qr/1 of 2 members agreed, 2 needed/, 'a change needs a majority of the members');
+is(state('a'), '3|2|f', 'and the failed change left a as it was');
+$node{b}->start;
+sql('a', "SELECT distseq_add_peer('node_d')");
+sql('b', "SELECT distseq_add_peer('node_d')");
+sql('d', "SELECT distseq_add_peer('node_$_')") for qw(a b);
+is(join(',', map { state($_) } qw(a b d)), '4|3|f,4|3|f,4|3|f', 'd joined a and b');
+sql('d', 'SELECT count(*) FROM distseq_maintain()');
+draw($_, 200) for qw(a b d);
+
+# A change decided while a member is down: that member catches up later,
+# straight from the membership before.  a removes d with b down... no: b
+# down leaves a and d, a majority of {a, b, d}; b missed the change.
+$node{b}->stop('immediate');
+($ret, $out, $err) = $node{a}->psql('postgres', "SELECT distseq_remove_peer('node_d')");
+is($ret, 0, 'a removes d with b down (a and d agree)');
+like($err, qr/decided, but not active on every member yet/, 'with a warning that b missed it');
+is(sql('a', 'SELECT count(*) FROM distseq_change WHERE NOT finished'), '1',
+	'the change is not finished on a');
+$node{b}->start;
+$node{a}->poll_query_until('postgres',
+	'SELECT count(*) = 0 FROM distseq_change WHERE NOT finished')
+  or die 'b never caught up';
+is(join(',', map { state($_) } qw(a b)), '5|2|f,5|2|f', 'b caught up: epoch 5, a and b');
+($ret, $out, $err) = $node{d}->psql('postgres', 'SELECT * FROM distseq_maintain()');
+like($err, qr/no longer a member|membership change that is not active here/,
+	'd, removed while up, knows it is out');
+draw($_, 200) for qw(a b);
+sql($_, 'SELECT count(*) FROM distseq_maintain()') for qw(a b);
+
+# A proposer that died after moving b, before deciding: b is pending, so
+# it refuses every compare-and-set, until it asks the proposer and goes
+# back.  (The call below is what a dying proposer leaves behind.)
+my ($epoch, $epoch_id, $a_id) = split /\|/,
+  sql('a', 'SELECT epoch, epoch_id, node_id FROM distseq_node');
+$node{b}->safe_psql('postgres', qq(
+	SELECT distseq_peer_epoch_cas($epoch, $epoch_id, $epoch + 1, 12345,
+		(SELECT members FROM distseq_node), $a_id)));
+is(sql('b', "SELECT distseq_peer_cas('orders', $epoch + 1, 12345, 9223372036854775000, 9223372036854775001)"),
+	'f', 'a pending member refuses every compare-and-set');
+$node{b}->poll_query_until('postgres', 'SELECT NOT pending FROM distseq_node')
+  or die 'b stayed pending';
+is(state('b'), '5|2|f', 'b asked a, learned the change was never decided, and went back');
+like(slurp_file($node{b}->logfile), qr/was abandoned; this node is back in the membership before it/,
+	'and said so in its log');
+
+# A group of two shrinks only with both: b removes a while a is down: no.
+$node{a}->stop('immediate');
+($ret, $out, $err) = $node{b}->psql('postgres', "SELECT distseq_remove_peer('node_a')");
+like($err, qr/1 of 2 members agreed, 2 needed/, 'one of two cannot remove the other alone');
+$node{a}->start;
+sql('b', "SELECT distseq_remove_peer('node_a')");
+is(state('b'), '6|1|f', 'with a up, b removes a: b alone, epoch 6');
+like(state('a'), qr/^6\|1\|t$/, 'a is out, pending outside the membership');
+sql('b', 'SELECT count(*) FROM distseq_maintain()');
+draw('b', 300);
+draw('a', 20);
+($ret, $out, $err) = $node{a}->psql('postgres', 'SELECT * FROM distseq_maintain()');
+like($err, qr/no longer a member/, 'a knows it is out');
+
+is(overlaps(windows(qw(a b c d))), 0, 'no two windows of any node ever overlap');
+is($dups, 0, 'no value was handed out twice (' . scalar(keys %seen) . ' values)');
+
+$node{$_}->stop for @names;
+done_testing();
