@@ -424,6 +424,18 @@ peer_or_error(const char *schema, int64 node_id, char **error)
 	return peer;
 }
 
+/* Nothing left to do for the changes decided here: forget who left */
+static void
+change_finished(const char *schema)
+{
+	distseq_spi_exec(psprintf("DELETE FROM %1$s.distseq_peer p USING %1$s.distseq_change c"
+							  " WHERE NOT c.finished AND p.node_id = ANY (c.prev_members)"
+							  "   AND p.node_id <> ALL (c.members)", schema),
+					 0, NULL, NULL, SPI_OK_DELETE);
+	distseq_spi_exec(psprintf("UPDATE %s.distseq_change SET finished = true", schema),
+					 0, NULL, NULL, SPI_OK_UPDATE);
+}
+
 /*
  * Phase one, and the decision.  Moves every member of the current
  * membership it can reach, this node last with the record of the change,
@@ -488,8 +500,7 @@ change_propose(const char *schema, DistseqNodeState *st, int64 *members, int nme
 		change_move(schema, c.prev_epoch, c.prev_epoch_id, c.epoch, c.epoch_id,
 					values[4], st->node_id);
 		/* a change not finished yet is superseded by this one */
-		distseq_spi_exec(psprintf("UPDATE %s.distseq_change SET finished = true", schema),
-						 0, NULL, NULL, SPI_OK_UPDATE);
+		change_finished(schema);
 		distseq_spi_exec(psprintf("INSERT INTO %s.distseq_change (epoch, epoch_id, prev_epoch,"
 								  " prev_epoch_id, members, prev_members)"
 								  " VALUES ($1, $2, $3, $4, $5, $6)", schema),
@@ -650,8 +661,7 @@ change_finish(const char *schema)
 	/* another node's change has moved this one on: nothing left to do */
 	if (st.epoch != c.epoch || st.epoch_id != c.epoch_id)
 	{
-		distseq_spi_exec(psprintf("UPDATE %s.distseq_change SET finished = true", schema),
-						 0, NULL, NULL, SPI_OK_UPDATE);
+		change_finished(schema);
 		return NULL;
 	}
 
@@ -695,8 +705,7 @@ change_finish(const char *schema)
 	if (failed > 0)
 		return psprintf("%d of the %d members are not active in the new membership yet: %s",
 						failed, c.nmembers, error);
-	distseq_spi_exec(psprintf("UPDATE %s.distseq_change SET finished = true", schema),
-					 0, NULL, NULL, SPI_OK_UPDATE);
+	change_finished(schema);
 	return NULL;
 }
 
@@ -847,7 +856,6 @@ change_remove(const char *schema, DistseqNodeState *st, const char *server_name)
 	int64		node_id;
 	int64	   *members;
 	int			n = 0;
-	bool		member;
 
 	distseq_spi_exec(psprintf("SELECT node_id FROM %s.distseq_peer WHERE server_name = $1", schema),
 					 1, types, values, SPI_OK_SELECT);
@@ -856,18 +864,19 @@ change_remove(const char *schema, DistseqNodeState *st, const char *server_name)
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("server \"%s\" is not a distseq peer of this node", server_name)));
 	node_id = distseq_spi_int8(0, 1);
-	member = distseq_is_member(st, node_id);
-	if (member)
+	if (distseq_is_member(st, node_id))
 	{
 		members = palloc(sizeof(int64) * st->nmembers);
 		for (int i = 0; i < st->nmembers; i++)
 			if (st->members[i] != node_id)
 				members[n++] = st->members[i];
 		change_propose(schema, st, members, n);
+		/* its server is forgotten when the change is finished */
+		return true;
 	}
 	distseq_spi_exec(psprintf("DELETE FROM %s.distseq_peer WHERE server_name = $1", schema),
 					 1, types, values, SPI_OK_DELETE);
-	return member;
+	return false;
 }
 
 /*
