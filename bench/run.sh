@@ -11,15 +11,21 @@
 #   --bulk-n N       values per one-session bulk query  (full 500000, quick 50000)
 #   --dblink-n N     values per bulk query via dblink   (full 20000, quick 1000)
 #   --bulk-reps R    interleaved bulk repetitions       (full 7, quick 3)
+#   --group-n N      values per session, three servers  (full 5000000, quick 1000000)
+#   --group-dblink-n N  the same via dblink             (full 20000, quick 5000)
+#   --group-reps R   interleaved three-server rounds    (full 7, quick 3)
 #   --keep           keep the work directory (servers' logs, pgbench scripts)
 #   --no-build       use the installed extension, do not build and install it
 #
-# Starts two throwaway servers as the postgres OS user under /tmp: "A" with
+# Starts throwaway servers as the postgres OS user under /tmp: "A" with
 # distseq preloaded and dblink, "B" holding a central native sequence that A
-# reaches through dblink over one kept connection.  Results go to bench/out/:
-# results.csv (the table), bulk_raw.csv and pgbench_raw.csv (every run),
-# tps.png (throughput against clients), status.txt (distseq_status after
-# each phase), meta.txt.  A full run also copies the plot to bench/results.png.
+# reaches through dblink over one kept connection; then, with A stopped,
+# three servers in one distseq group, drawing at the same time (against
+# three native sequences and B's sequence via dblink).  Results go to
+# bench/out/: results.csv (the table), bulk_raw.csv, pgbench_raw.csv and
+# group_raw.csv (every run), tps.png (throughput against clients),
+# status.txt (distseq_status after each phase), meta.txt.  A full run also
+# copies the plot to bench/results.png.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,16 +41,23 @@ clients="1 8 32 64"
 bulk_n=500000
 dblink_n=20000
 bulk_reps=7
+group_n=5000000
+group_dblink_n=20000
+group_reps=7
 while [ $# -gt 0 ]; do
 	case $1 in
 		--quick) quick=1; duration=1; rounds=1; clients="1 32"
-			bulk_n=50000; dblink_n=1000; bulk_reps=3 ;;
+			bulk_n=50000; dblink_n=1000; bulk_reps=3
+			group_n=1000000; group_dblink_n=5000; group_reps=3 ;;
 		--duration) duration=$2; shift ;;
 		--rounds) rounds=$2; shift ;;
 		--clients) clients=$2; shift ;;
 		--bulk-n) bulk_n=$2; shift ;;
 		--dblink-n) dblink_n=$2; shift ;;
 		--bulk-reps) bulk_reps=$2; shift ;;
+		--group-n) group_n=$2; shift ;;
+		--group-dblink-n) group_dblink_n=$2; shift ;;
+		--group-reps) group_reps=$2; shift ;;
 		--keep) keep=1 ;;
 		--no-build) build=0 ;;
 		-h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
@@ -80,7 +93,7 @@ fi
 
 out=$here/bench/out
 mkdir -p "$out"
-rm -f "$out"/results.csv "$out"/bulk_raw.csv "$out"/pgbench_raw.csv "$out"/status.txt "$out"/meta.txt "$out"/tps.png "$out"/tps.dat
+rm -f "$out"/results.csv "$out"/bulk_raw.csv "$out"/pgbench_raw.csv "$out"/group_raw.csv "$out"/status.txt "$out"/meta.txt "$out"/tps.png "$out"/tps.dat
 
 work=$(mktemp -d /tmp/dsbench.XXXXXX)
 chmod 755 "$work"
@@ -94,10 +107,13 @@ fi
 port_a=54441
 port_b=54442
 
+stop_server() {	# dir
+	as_pg "$PGBIN/pg_ctl" -D "$work/$1" -m fast stop >/dev/null
+}
 cleanup() {
-	for s in a b; do
-		[ -f "$work/$s/postmaster.pid" ] &&
-			as_pg "$PGBIN/pg_ctl" -D "$work/$s" -m fast stop >/dev/null 2>&1 || true
+	local d
+	for d in "$work"/*/; do
+		[ -f "$d/postmaster.pid" ] && { stop_server "$(basename "$d")" 2>/dev/null || true; }
 	done
 	if [ $keep -eq 1 ]; then
 		echo "work directory kept: $work" >&2
@@ -107,7 +123,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-start_server() {	# dir port extra-conf
+start_server() {	# dir port database extra-conf
 	as_pg "$PGBIN/initdb" -D "$work/$1" -A trust -E UTF8 >/dev/null
 	cat >> "$work/$1/postgresql.conf" <<CONF
 listen_addresses = ''
@@ -118,32 +134,30 @@ shared_buffers = 256MB
 max_wal_size = 4GB
 checkpoint_timeout = 30min
 jit = off
-$3
+$4
 CONF
 	as_pg "$PGBIN/pg_ctl" -D "$work/$1" -l "$work/$1.log" -w -t 120 start >/dev/null ||
 		{ tail -20 "$work/$1.log" >&2; exit 1; }
+	as_pg "$PGBIN/createdb" -h "$work" -p "$2" "$3"
 }
-psql_a() { as_pg "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$work" -p $port_a -d bench "$@"; }
-psql_b() { as_pg "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$work" -p $port_b -d central "$@"; }
+psql_at() {	# port database psql-args...
+	local port=$1 db=$2
+	shift 2
+	as_pg "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$work" -p "$port" -d "$db" "$@"
+}
+psql_a() { psql_at $port_a bench "$@"; }
+psql_b() { psql_at $port_b central "$@"; }
 
 log "starting servers in $work"
-start_server a $port_a "shared_preload_libraries = 'distseq'"
-start_server b $port_b ""
-as_pg "$PGBIN/createdb" -h "$work" -p $port_a bench
-as_pg "$PGBIN/createdb" -h "$work" -p $port_b central
+start_server a $port_a bench "shared_preload_libraries = 'distseq'"
+# B also listens on loopback TCP: the three servers of the group phase reach it there
+start_server b $port_b central "listen_addresses = '127.0.0.1'"
 
-psql_b -c "CREATE SEQUENCE s"
-psql_a >/dev/null <<'SQL'
-CREATE EXTENSION distseq;
-CREATE EXTENSION dblink;
-SELECT distseq_create('s', block_size => 100);
-SELECT distseq_create('s2', block_size => 100);
-SELECT distseq_create('s10', block_size => 10);
-CREATE SEQUENCE ns_cache CACHE 1000;
-CREATE SEQUENCE ns_nocache;
-CREATE TABLE t_distseq (id bigint PRIMARY KEY DEFAULT distseq_nextval('s2'), v int);
-CREATE TABLE t_serial (id bigserial PRIMARY KEY, v int);
--- milliseconds the query takes, measured in the server
+# Timing done in the server: bench_ms(q) is the milliseconds query q takes;
+# bench_span(q, t0) waits until t0, runs q and returns its count and the
+# epochs (s) it started and ended at, for sessions on several servers.
+bench_functions() {
+	cat <<'SQL'
 CREATE FUNCTION bench_ms(q text) RETURNS float8 LANGUAGE plpgsql AS $$
 DECLARE
 	t0 timestamptz;
@@ -153,60 +167,110 @@ BEGIN
 	EXECUTE q INTO n;
 	RETURN 1000 * extract(epoch FROM clock_timestamp() - t0);
 END $$;
+CREATE FUNCTION bench_span(q text, t0 timestamptz,
+	OUT n bigint, OUT t_start float8, OUT t_end float8) LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM pg_sleep_until(t0);
+	t_start := extract(epoch FROM clock_timestamp());
+	EXECUTE q INTO n;
+	t_end := extract(epoch FROM clock_timestamp());
+END $$;
 SQL
+}
 
-status_snapshot() {	# phase
-	psql_a -At -c "SELECT '$1', sequence_name, block_size, segment_size, refills, waits,
+psql_b -c "CREATE SEQUENCE s"
+{
+	cat <<'SQL'
+CREATE EXTENSION distseq;
+CREATE EXTENSION dblink;
+SELECT distseq_create('s', block_size => 100);
+SELECT distseq_create('s2', block_size => 100);
+SELECT distseq_create('s10', block_size => 10);
+CREATE SEQUENCE ns_cache CACHE 1000;
+CREATE SEQUENCE ns_nocache;
+CREATE TABLE t_distseq (id bigint PRIMARY KEY DEFAULT distseq_nextval('s2'), v int);
+CREATE TABLE t_serial (id bigserial PRIMARY KEY, v int);
+SQL
+	bench_functions
+} | psql_a >/dev/null
+
+status_snapshot() {	# phase [psql command, psql_a by default]
+	local phase=$1
+	shift
+	[ $# -gt 0 ] || set -- psql_a
+	"$@" -At -c "SELECT '$phase', sequence_name, block_size, segment_size, refills, waits,
 		round(wait_time_ms::numeric, 1), values_issued FROM distseq_status ORDER BY 2" >> "$out/status.txt"
 }
 
 # ------------------------------------------------------ one-session bulk
-# key|label|N|query; the query returns count(*) = N.  The dblink variant must
-# refer to g: without it the planner calls dblink() once and rescans its result.
+# A query that draws N values of a sequence and returns count(*) = N.  The
+# dblink one (over connection 'c') must refer to g: without it the planner
+# calls dblink() once and rescans its result.
+draw_query() {	# distseq|nextval|dblink sequence N
+	case $1 in
+		distseq) echo "SELECT count(distseq_nextval('$2')) FROM generate_series(1, $3) g" ;;
+		nextval) echo "SELECT count(nextval('$2')) FROM generate_series(1, $3) g" ;;
+		dblink) echo "SELECT count(*) FROM generate_series(1, $3) g, LATERAL dblink('c', 'select nextval(''$2'')' || left('', g::int)) AS t(v bigint)" ;;
+	esac
+}
+
+# key|label|N|query
 bulk_variants() {
 	local n=$1 dn=$2
 	cat <<VARS
-distseq|distseq_nextval('s')|$n|SELECT count(distseq_nextval('s')) FROM generate_series(1, $n) g
-ns_cache|nextval('ns_cache') CACHE 1000|$n|SELECT count(nextval('ns_cache')) FROM generate_series(1, $n) g
-ns_nocache|nextval('ns_nocache')|$n|SELECT count(nextval('ns_nocache')) FROM generate_series(1, $n) g
-dblink|central nextval() via dblink|$dn|SELECT count(*) FROM generate_series(1, $dn) g, LATERAL dblink('c', 'select nextval(''s'')' || left('', g::int)) AS t(v bigint)
+distseq|distseq_nextval('s')|$n|$(draw_query distseq s "$n")
+ns_cache|nextval('ns_cache') CACHE 1000|$n|$(draw_query nextval ns_cache "$n")
+ns_nocache|nextval('ns_nocache')|$n|$(draw_query nextval ns_nocache "$n")
+dblink|central nextval() via dblink|$dn|$(draw_query dblink s "$dn")
 int8pl|int8pl(g 1) C call floor|$n|SELECT count(int8pl(g, 1)) FROM generate_series(1, $n) g
 floor|g (row floor)|$n|SELECT count(g) FROM generate_series(1, $n) g
 VARS
 }
 
+# The variants of every round, in the order they run, as "round|variant":
+# round 0, with N/10, warms up (caches, the first blocks, the refill worker)
+# and is dropped; the order rotates each round so no variant always runs first.
+rounds() {	# reps N dblink-N variants-function
+	local r i nv vs
+	for r in $(seq 0 "$1"); do
+		if [ "$r" -eq 0 ]; then
+			mapfile -t vs < <("$4" $(( ($2 + 9) / 10 )) $(( ($3 + 9) / 10 )))
+		else
+			mapfile -t vs < <("$4" "$2" "$3")
+		fi
+		nv=${#vs[@]}
+		for i in $(seq 0 $((nv - 1))); do
+			echo "$r|${vs[$(( (i + r) % nv ))]}"
+		done
+	done
+}
+
 log "bulk: $bulk_reps interleaved rounds, N=$bulk_n (dblink N=$dblink_n)"
-central_before=$(psql_b -At -c "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM s")
+# How far sequence $1 on B has moved; check_central fails unless it moved by
+# at least the calls the dblink queries should have made since.
+central_value() { psql_b -At -c "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM $1"; }
+check_central() {	# sequence value-before expected-calls
+	local moved=$(( $(central_value "$1") - $2 ))
+	if [ "$moved" -lt "$3" ]; then
+		echo "dblink variant made $moved calls to B's sequence $1, expected $3" >&2
+		exit 1
+	fi
+}
+central_before=$(central_value s)
 {
 	echo '\pset format unaligned'
 	echo '\pset tuples_only on'
 	echo '\pset fieldsep |'
 	echo "SELECT dblink_connect('c', 'host=$work port=$port_b dbname=central');"
-	# round 0 warms up (caches, the first blocks, the refill worker) and is dropped
-	for r in $(seq 0 "$bulk_reps"); do
-		if [ "$r" -eq 0 ]; then
-			mapfile -t vs < <(bulk_variants $(( (bulk_n + 9) / 10 )) $(( (dblink_n + 9) / 10 )))
-		else
-			mapfile -t vs < <(bulk_variants "$bulk_n" "$dblink_n")
-		fi
-		nv=${#vs[@]}
-		for i in $(seq 0 $((nv - 1))); do
-			# rotate the order each round so no variant always runs first
-			IFS='|' read -r key label n q <<< "${vs[$(( (i + r) % nv ))]}"
-			printf "SELECT %d, '%s', %d, bench_ms(\$q\$%s\$q\$);\n" "$r" "$key" "$n" "$q"
-		done
-	done
+	while IFS='|' read -r r key label n q; do
+		printf "SELECT %d, '%s', %d, bench_ms(\$q\$%s\$q\$);\n" "$r" "$key" "$n" "$q"
+	done < <(rounds "$bulk_reps" "$bulk_n" "$dblink_n" bulk_variants)
 } > "$work/scripts/bulk.sql"
 chown -R postgres "$work/scripts" 2>/dev/null || true
 psql_a -f "$work/scripts/bulk.sql" | grep -v '^OK$' | awk -F'|' -v OFS=, '$1 > 0 {
 	printf "%d,%s,%d,%.3f,%.4f\n", $1, $2, $3, $4, $3 / $4 / 1000 }' > "$work/bulk.raw"
 { echo "round,variant,n,ms,mvalues_per_s"; cat "$work/bulk.raw"; } > "$out/bulk_raw.csv"
-central_after=$(psql_b -At -c "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM s")
-central_expected=$(( (dblink_n + 9) / 10 + bulk_reps * dblink_n ))
-if [ $(( central_after - central_before )) -lt "$central_expected" ]; then
-	echo "dblink variant made $((central_after - central_before)) calls, expected $central_expected" >&2
-	exit 1
-fi
+check_central s "$central_before" $(( (dblink_n + 9) / 10 + bulk_reps * dblink_n ))
 status_snapshot bulk
 
 # median M values/s per variant, in the order of bulk_variants
@@ -275,6 +339,145 @@ done
 { echo "round,variant,clients,tps,loadavg1_after"; cat "$work/pgbench.raw"; } > "$out/pgbench_raw.csv"
 status_snapshot pgbench
 
+# ------------------------------------------ three servers, one sequence
+# Servers 1, 2 and 3 listen on loopback TCP, name each other as foreign
+# servers of wrapper distseq and form one group that shares 'orders'.  In
+# each round, every variant runs one session per server at the same moment:
+# the sessions connect, then bench_span waits for a start time shared by the
+# three.  The aggregate rate is all values over the time from the first
+# start to the last end.  Against: a native sequence on each server, and B's
+# sequence 'orders' reached from each server through dblink, over a
+# connection opened before the start.
+nodes="1 2 3"
+node_port() { echo $((port_b + $1)); }
+psql_node() {	# node psql-args...
+	local n=$1
+	shift
+	psql_at "$(node_port "$n")" bench "$@"
+}
+others() { local m; for m in $nodes; do [ "$m" = "$1" ] || echo "$m"; done; }
+node_windows() {	# node: "node,window_start,window_end,next_hi" per window of 'orders'
+	psql_node "$1" -At -F, -c "SELECT $1, window_start, window_end, next_hi
+		FROM distseq_windows WHERE sequence_name = 'orders'"
+}
+# Runs psql_node N args... on every server at once; N's output goes to $work/at_once.N.
+at_once() {
+	local n pids=()
+	for n in $nodes; do
+		psql_node "$n" "$@" > "$work/at_once.$n" &
+		pids+=($!)
+	done
+	for n in "${pids[@]}"; do
+		wait "$n" || { echo "a session failed: $*" >&2; exit 1; }
+	done
+}
+
+log "group: A stops; three servers start and share 'orders'"
+stop_server a
+for n in $nodes; do
+	start_server "n$n" "$(node_port "$n")" bench "shared_preload_libraries = 'distseq'
+listen_addresses = '127.0.0.1'"
+	{
+		echo "CREATE EXTENSION distseq; CREATE EXTENSION dblink; CREATE SEQUENCE ns_cache CACHE 1000;"
+		bench_functions
+		for m in $(others "$n"); do
+			echo "CREATE SERVER node$m FOREIGN DATA WRAPPER distseq
+				OPTIONS (host '127.0.0.1', port '$(node_port "$m")', dbname 'bench');"
+			echo "CREATE USER MAPPING FOR CURRENT_USER SERVER node$m OPTIONS (user 'postgres');"
+		done
+	} | psql_node "$n" >/dev/null
+done
+for n in $nodes; do
+	for m in $(others "$n"); do
+		psql_node "$n" -c "SELECT distseq_add_peer('node$m')" >/dev/null
+	done
+done
+# windows large enough that the agent opens none while the clock runs: the
+# rounds measure the hot path (blocks, segments, refills), not window creation
+group_window=100000000
+psql_node 1 -c "SELECT distseq_create('orders', window_size => $group_window, min_open_windows => 2)" >/dev/null
+for n in $nodes; do
+	psql_node "$n" -c "SELECT * FROM distseq_maintain()" >/dev/null
+	members=$(psql_node "$n" -At -c "SELECT cardinality(members) FROM distseq_node")
+	[ "$members" = 3 ] || { echo "server $n sees $members members, not 3" >&2; exit 1; }
+done
+psql_b -c "CREATE SEQUENCE orders"
+
+# key|label|N per session|statement before the start|query
+group_variants() {
+	local n=$1 dn=$2
+	cat <<VARS
+distseq|distseq_nextval('orders') one group|$n||$(draw_query distseq orders "$n")
+ns_cache|nextval CACHE 1000 one per server|$n||$(draw_query nextval ns_cache "$n")
+dblink|central nextval() on B via dblink|$dn|SELECT dblink_connect('c', 'host=127.0.0.1 port=$port_b dbname=central')|$(draw_query dblink orders "$dn")
+VARS
+}
+
+log "group: $group_reps interleaved rounds, N=$group_n per session (dblink N=$group_dblink_n)"
+windows_before=$(for n in $nodes; do node_windows "$n"; done | wc -l)
+central_before=$(central_value orders)
+: > "$work/group.raw"
+while IFS='|' read -r -u 3 r key label n setup q; do
+	# 0.3 s for the three psql sessions to connect
+	t0=$(awk -v t="$(date +%s.%N)" 'BEGIN { printf "%.3f", t + 0.3 }')
+	at_once -At -F, ${setup:+-c "$setup"} -c "SELECT * FROM bench_span(\$q\$$q\$q\$, to_timestamp($t0))"
+	# round,variant,values,ms,M values/s,ms between the first and the last start
+	cat "$work"/at_once.* | awk -F, -v r="$r" -v k="$key" 'NF == 3 {
+		v += $1; if (s == "" || $2 < s) s = $2; if ($2 > ls) ls = $2; if ($3 > e) e = $3 }
+		END { printf "%d,%s,%d,%.3f,%.6f,%.1f\n", r, k, v, (e - s) * 1000, v / (e - s) / 1e6, (ls - s) * 1000 }' >> "$work/group.raw"
+done 3< <(rounds "$group_reps" "$group_n" "$group_dblink_n" group_variants)
+awk -F, '$1 > 0' "$work/group.raw" > "$work/group.rounds"
+{ echo "round,variant,values,ms,mvalues_per_s,start_spread_ms"; cat "$work/group.rounds"; } > "$out/group_raw.csv"
+check_central orders "$central_before" $(( 3 * ( (group_dblink_n + 9) / 10 + group_reps * group_dblink_n ) ))
+for n in $nodes; do status_snapshot "group/$n" psql_node "$n"; done
+
+# Uniqueness, cheaply: the windows of the three servers are pairwise
+# disjoint and no server issued more values than it reserved in its own
+# windows (this covers every value of the timed rounds); then one more
+# concurrent draw, of check_n values per server, kept: all distinct, each
+# inside the reserved part of its own server's windows.
+# Windows are read last: a refill only moves next_hi up.
+check_n=100000
+at_once -At -c "SELECT distseq_nextval('orders') FROM generate_series(1, $check_n)"
+for n in $nodes; do
+	psql_node "$n" -At -F, -c "SELECT $n, values_issued FROM distseq_status WHERE sequence_name = 'orders'"
+done > "$work/group.issued"
+for n in $nodes; do node_windows "$n"; done | sort -t, -k2,2n > "$work/group.windows"
+for n in $nodes; do awk -v n="$n" '{ print n "," $1 }' "$work/at_once.$n"; done > "$work/group.drawn"
+if ! awk -F, -v want=$((3 * check_n)) -v nw="$(wc -l < "$work/group.windows")" -v before="$windows_before" '
+	FILENAME == ARGV[1] {
+		if (FNR > 1 && $2 < top) bad = bad sprintf(" windows of servers %s and %s overlap;", topn, $1)
+		top = $3; topn = $1; node[FNR] = $1; lo[FNR] = $2; hi[FNR] = $4; reserved[$1] += $4 - $2
+		next
+	}
+	FILENAME == ARGV[2] {
+		if ($2 > reserved[$1]) bad = bad sprintf(" server %s issued %d values, reserved %d;", $1, $2, reserved[$1])
+		next
+	}
+	{
+		total++
+		if (seen[$2]++) dup++
+		inside = 0
+		for (i = 1; i <= nw; i++) if (node[i] == $1 && $2 >= lo[i] && $2 < hi[i]) inside = 1
+		if (!inside) outside++
+	}
+	END {
+		if (total != want) bad = bad sprintf(" the check drew %d values, not %d;", total, want)
+		if (dup) bad = bad sprintf(" %d values drawn twice;", dup)
+		if (outside) bad = bad sprintf(" %d values outside their server'\''s windows;", outside)
+		if (bad != "") { print "uniqueness check FAILED:" bad; exit 1 }
+		printf "uniqueness: the %d windows of the 3 servers are pairwise disjoint and each server issued (values_issued) no more than it reserved in them;\n", nw
+		printf "  a concurrent draw of 3 x %d values afterwards: all distinct, each inside its own server'\''s windows\n", want / 3
+		printf "windows: window_size %d, min_open_windows 2, opened before the rounds; %d more opened during them\n", '"$group_window"', nw - before
+	}' "$work/group.windows" "$work/group.issued" "$work/group.drawn" > "$work/group.check"; then
+	cat "$work/group.check" >&2
+	exit 1
+fi
+awk -F, '{ if ($6 > spread) spread = $6 } END {
+	printf "the sessions of a round started at most %.1f ms apart (a late start lengthens the round)\n", spread }' \
+	"$work/group.rounds" >> "$work/group.check"
+awk -F, '{ print $2 "," $5 }' "$work/group.rounds" | sort -t, -k1,1 -k2,2g | median_by > "$work/group.med"
+
 # percentiles of one latency file, in ms: p50 p99 p99.9
 percentiles() {
 	sort -n "$1" | awk '{ v[NR] = $1 }
@@ -286,17 +489,21 @@ percentiles() {
 awk -F, '{ print $2 "|" $3 "," $4 }' "$work/pgbench.raw" | sort -t, -k1,1 -k2,2g |
 	median_by > "$work/pgbench.med"
 pg_tps() { awk -F, -v k="$1|$2" '$1 == k { print $2 }' "$work/pgbench.med"; }
-bulk_rate() { awk -F, -v k="$1" '$1 == k { print $2 }' "$work/bulk.med"; }
+median_of() { awk -F, -v k="$2" '$1 == k { print $2 }' "$1"; }	# median-file key
+# One row per variant, rates in M values/s and their ratio to variant ref-key.
+rate_rows() {	# section clients median-file ref-key ref-name < "key|label|N|..." lines
+	local ref key name n rest rate runs x
+	ref=$(median_of "$3" "$4")
+	while IFS='|' read -r key name n rest; do
+		read -r rate runs < <(awk -F, -v k="$key" '$1 == k { print $2, $3 }' "$3")
+		x=$(awk -v a="$rate" -v b="$ref" 'BEGIN { printf "%.2f", a / b }')
+		echo "$1,\"$name\",$2,$n,$runs,$rate,Mvalues/s,$x,$5,,,,"
+	done
+}
 
 csv=$out/results.csv
 echo "section,variant,clients,n_or_seconds,runs,rate,unit,x_ref,ref,p50_ms,p99_ms,p999_ms,p999_x_select1" > "$csv"
-ref_bulk=$(bulk_rate ns_cache)
-while IFS='|' read -r key name n q; do
-	rate=$(bulk_rate "$key")
-	runs=$(awk -F, -v k="$key" '$1 == k { print $3 }' "$work/bulk.med")
-	x=$(awk -v a="$rate" -v b="$ref_bulk" 'BEGIN { printf "%.2f", a / b }')
-	echo "bulk,\"$name\",1,$n,$runs,$rate,Mvalues/s,$x,nextval CACHE 1000,,,," >> "$csv"
-done < <(bulk_variants "$bulk_n" "$dblink_n")
+bulk_variants "$bulk_n" "$dblink_n" | rate_rows bulk 1 "$work/bulk.med" ns_cache "nextval CACHE 1000" >> "$csv"
 
 declare -A labels
 while IFS='|' read -r name label sql; do labels[$name]=$label; done < <(pg_variants)
@@ -318,15 +525,18 @@ for c in $clients; do
 		echo "pgbench,\"${labels[$v]}\",$c,$duration,$runs,$tps,tps,$x,$refname,$p50,$p99,$p999,$xs" >> "$csv"
 	done
 done
+group_variants "$group_n" "$group_dblink_n" |
+	rate_rows 3servers 3 "$work/group.med" ns_cache "3 native CACHE 1000" >> "$csv"
 
 # print it
 echo
 echo "distseq benchmark, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $( [ $quick -eq 1 ] && echo quick || echo full) run;" \
-	"bulk: median of $bulk_reps interleaved runs; pgbench: -M prepared -T $duration x $rounds round(s), median tps"
+	"bulk: median of $bulk_reps interleaved runs; pgbench: -M prepared -T $duration x $rounds round(s), median tps;" \
+	"3servers: one session on each of 3 servers at once, total values / time, median of $group_reps interleaved rounds"
 echo "commit $commit; load average before the run: $load_start (above ~0.5, other work shares the machine and skews the numbers)"
 awk -F, 'NR > 1 {
 	gsub(/"/, "", $2)
-	if ($1 == "bulk") rate = sprintf("%.2f M/s", $6); else rate = sprintf("%.0f tps", $6)
+	if ($7 == "tps") rate = sprintf("%.0f tps", $6); else rate = sprintf($6 < 0.1 ? "%.4f M/s" : "%.2f M/s", $6)
 	if ($1 != sec) { if (sec != "") print ""; sec = $1 }
 	printf "%-8s %-40s %7s %14s %6sx %-19s %8s %8s %9s %8s\n", $1, $2, $3, rate, $8, $9, $10, $11, $12, ($13 == "" ? "" : $13 "x")
 }' "$csv" | {
@@ -335,9 +545,19 @@ awk -F, 'NR > 1 {
 	cat
 }
 echo
-awk -F'|' '$5 > 0 { printf "distseq_status after %-8s %-4s block %3d, segment now %6d: %6d refills, %6d waits (%.0f ms waiting), %d values issued\n", $1, $2, $3, $4, $5, $6, $7, $8 }' "$out/status.txt"
+awk -F'|' '$5 > 0 { printf "distseq_status after %-8s %-6s block %3d, segment now %6d: %6d refills, %6d waits (%.0f ms waiting), %d values issued\n", $1, $2, $3, $4, $5, $6, $7, $8 }' "$out/status.txt"
 echo "(pgbench logs latencies with a clock read once per pass over a client: answers that arrive within"
 echo " the pass are logged as 0 us, so p50 is a lower bound; p99 and p99.9 are not affected that way)"
+echo
+cat "$work/group.check"
+# issue #5: >= 100 x the central sequence, and within 10% of (or above) three native ones
+awk -v d="$(median_of "$work/group.med" distseq)" -v c="$(median_of "$work/group.med" dblink)" \
+	-v nat="$(median_of "$work/group.med" ns_cache)" 'BEGIN {
+	printf "3 servers at once: distseq / central sequence via dblink = %.0fx (issue #5 asks >= 100x: %s)\n",
+		d / c, (d / c >= 100 ? "met" : "NOT met")
+	printf "                   distseq / three native sequences     = %.2fx (issue #5 asks >= 0.90x: %s)\n",
+		d / nat, (d / nat >= 0.9 ? "met" : "NOT met")
+}' | tee "$work/group.ratios"
 
 # ---------------------------------------------------------------- plot
 {
@@ -371,7 +591,8 @@ fi
 {
 	echo "date: $(date -u)"
 	echo "commit: $commit"
-	echo "mode: $( [ $quick -eq 1 ] && echo quick || echo full) duration=$duration rounds=$rounds clients=\"$clients\" bulk_n=$bulk_n dblink_n=$dblink_n bulk_reps=$bulk_reps"
+	echo "mode: $( [ $quick -eq 1 ] && echo quick || echo full) duration=$duration rounds=$rounds clients=\"$clients\" bulk_n=$bulk_n dblink_n=$dblink_n bulk_reps=$bulk_reps group_n=$group_n group_dblink_n=$group_dblink_n group_reps=$group_reps"
+	sed 's/^ *//' "$work/group.ratios"
 	echo "machine: $(nproc) cores, $(uname -r)"
 	echo "server: $("$PGBIN/postgres" --version)"
 	echo "runtime_s: $(( $(date +%s) - t_start ))"
