@@ -352,8 +352,8 @@ distseq_peer_reserve(PG_FUNCTION_ARGS)
 	int64		count = PG_GETARG_INT64(1);
 	int			minor = 0;
 	const char *schema = catalog_extension(&minor);
-	Oid			types[2] = {TEXTOID, INT8OID};
-	Datum		values[2];
+	Oid			types[5] = {TEXTOID, INT8OID, INT8OID, INT8OID, INT8OID};
+	Datum		values[5];
 	Datum		result[2];
 	bool		nulls[2] = {0};
 	TupleDesc	tupdesc;
@@ -367,16 +367,20 @@ distseq_peer_reserve(PG_FUNCTION_ARGS)
 		elog(ERROR, "SPI_connect failed");
 	if (minor >= 3)
 		distseq_node_verify(schema);
+	/* $2 is filled in below; where this server is: $3 to $5 */
 	values[0] = CStringGetTextDatum(name);
+	values[1] = Int64GetDatum(0);
+	values[2] = Int64GetDatum((int64) GetSystemIdentifier());
+	values[3] = Int64GetDatum((int64) MyDatabaseId);
+	values[4] = Int64GetDatum((int64) distseq_timeline());
 	if (distseq_spi_exec(psprintf("SELECT window_size, min_open_windows::int8, start_value, max_value,"
 							  " (origin_system IS NOT NULL AND (origin_system = 0"
-							  "  OR origin_system <> %lld OR origin_database <> %u"
-							  "  OR origin_relation <> seqrel::oid OR origin_timeline <> %u))::int::int8"
+							  "  OR origin_system <> $3 OR origin_database <> $4::oid"
+							  "  OR origin_relation <> seqrel::oid OR origin_timeline <> $5))::int::int8"
 							  " FROM %s.distseq_sequences WHERE sequence_name = $1"
 							  " AND stripes = 1 AND servers IS NULL FOR NO KEY UPDATE",
-							  (long long) GetSystemIdentifier(), MyDatabaseId,
-							  distseq_timeline(), schema),
-					 1, types, values, SPI_OK_SELECT) != 1)
+							  schema),
+					 5, types, values, SPI_OK_SELECT) != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("distseq sequence \"%s\" does not exist here, or draws from elsewhere",
@@ -402,12 +406,11 @@ distseq_peer_reserve(PG_FUNCTION_ARGS)
 			distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences"
 									  " SET values_reserved = values_reserved + $2,"
 									  " values_lost = values_lost + $2,"
-									  " origin_system = %lld, origin_database = %u,"
-									  " origin_relation = seqrel::oid, origin_timeline = %u"
+									  " origin_system = $3, origin_database = $4::oid,"
+									  " origin_relation = seqrel::oid, origin_timeline = $5"
 									  " WHERE sequence_name = $1",
-									  schema, (long long) GetSystemIdentifier(),
-									  MyDatabaseId, distseq_timeline()),
-							 2, types, values, SPI_OK_UPDATE);
+									  schema),
+							 5, types, values, SPI_OK_UPDATE);
 		}
 
 		catalog_ensure_windows(schema, minor, name, stripes, window_size, min_open,
@@ -545,8 +548,8 @@ distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
 	int			minor = 0;
 	const char *schema = catalog_extension(&minor);
 	bool		has_origin = minor >= 1;
-	Oid			types[4] = {INT8OID, INT8OID, INT8OID, INT8OID};
-	Datum		values[4];
+	Oid			types[5] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8OID};
+	Datum		values[5];
 	char	   *name;
 	int64		window_size,
 				min_open,
@@ -654,11 +657,12 @@ distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
 	values[1] = Int64GetDatum(RANGE_SIZE(r));
 	values[2] = Int64GetDatum(*issued);
 	values[3] = Int64GetDatum(*lost);
+	values[4] = Int64GetDatum(*skipped);
 	distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences"
-						  " SET values_reserved = values_reserved + $2 + %lld,"
+						  " SET values_reserved = values_reserved + $2 + $5,"
 						  " values_issued = $3, values_lost = $4"
-						  " WHERE seqrel = $1::oid", schema, (long long) *skipped),
-				 4, types, values, SPI_OK_UPDATE);
+						  " WHERE seqrel = $1::oid", schema),
+				 5, types, values, SPI_OK_UPDATE);
 
 	SPI_finish();
 	return r;
@@ -687,8 +691,8 @@ distseq_catalog_release(Oid relid, uint64 gen, DistseqRange *ranges,
 						int nranges, int64 issued, int64 lost)
 {
 	const char *schema;
-	Oid			types[4] = {INT8OID, INT8OID, INT8OID, INT8OID};
-	Datum		values[4];
+	Oid			types[5] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8OID};
+	Datum		values[5];
 	int64		released = 0;
 	int64		dropped = 0;
 
@@ -721,12 +725,13 @@ distseq_catalog_release(Oid relid, uint64 gen, DistseqRange *ranges,
 
 	values[2] = Int64GetDatum(released);
 	values[3] = Int64GetDatum(lost + dropped);
+	values[4] = Int64GetDatum(issued);
 	distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences"
 						  " SET values_released = values_released + $3,"
-						  " values_lost = $4, values_issued = %lld"
+						  " values_lost = $4, values_issued = $5"
 						  " WHERE seqrel = $1::oid AND generation = $2",
-						  schema, (long long) issued),
-				 4, types, values, SPI_OK_UPDATE);
+						  schema),
+				 5, types, values, SPI_OK_UPDATE);
 
 	SPI_finish();
 	return dropped;
@@ -801,18 +806,23 @@ distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("striped sequences need distseq 1.2"),
 					 errhint("Run ALTER EXTENSION distseq UPDATE.")));
-		distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences SET stripes = %d, stripe = %d"
-							  " WHERE sequence_name = $1", schema, stripes, stripe),
-					 1, types, values, SPI_OK_UPDATE);
+		distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences SET stripes = $2, stripe = $3"
+							  " WHERE sequence_name = $1", schema),
+					 3, (Oid[]) {TEXTOID, INT4OID, INT4OID},
+					 (Datum[]) {values[0], Int32GetDatum(stripes), Int32GetDatum(stripe)},
+					 SPI_OK_UPDATE);
 	}
 	if (has_origin)
 		distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences"
-							  " SET origin_system = %lld, origin_database = %u,"
-							  " origin_relation = %u, origin_timeline = %u"
-							  " WHERE sequence_name = $1",
-							  schema, (long long) GetSystemIdentifier(),
-							  MyDatabaseId, relid, distseq_timeline()),
-					 1, types, values, SPI_OK_UPDATE);
+							  " SET origin_system = $2, origin_database = $3::oid,"
+							  " origin_relation = $4::oid, origin_timeline = $5"
+							  " WHERE sequence_name = $1", schema),
+					 5, (Oid[]) {TEXTOID, INT8OID, INT8OID, INT8OID, INT8OID},
+					 (Datum[]) {values[0], Int64GetDatum((int64) GetSystemIdentifier()),
+						 Int64GetDatum((int64) MyDatabaseId),
+						 Int64GetDatum((int64) relid),
+						 Int64GetDatum((int64) distseq_timeline())},
+					 SPI_OK_UPDATE);
 
 	if (servers != (Datum) 0)
 	{
