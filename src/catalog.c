@@ -31,6 +31,7 @@
 #include "catalog/pg_authid.h"
 #include "catalog/pg_extension.h"
 #include "catalog/pg_type.h"
+#include "common/hashfn.h"
 #include "commands/dbcommands.h"
 #include "executor/spi.h"
 #include "funcapi.h"
@@ -38,7 +39,9 @@
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
+#include "utils/hsearch.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/syscache.h"
 
@@ -174,12 +177,146 @@ distseq_timeline(void)
 }
 
 /*
+ * Plans of the statements distseq_spi_exec() runs, kept for the life of the
+ * process.  Building a plan costs far more than running one of these small
+ * statements, and the worker runs the same few on every refill.  The key
+ * is the query text and the argument types; texts name only the
+ * extension's schema and tables, never a value, so a database has a small,
+ * fixed set of them (statements that name user objects go through
+ * distseq_spi_exec_once()).  SPI_keepplan() puts the plans under the plan
+ * cache, which re-analyzes and re-plans them when what they depend on
+ * changes (ALTER EXTENSION UPDATE, DROP and CREATE EXTENSION, ANALYZE, a
+ * different search_path), and checks permissions on every execution as
+ * for any query.  Plans are never freed: one may be running further up the
+ * stack.
+ */
+#define SPI_PLAN_MAX_ARGS	10
+#define SPI_PLANS_MAX		256
+
+typedef struct SpiPlanKey
+{
+	const char *sql;
+	int			nargs;
+	Oid			types[SPI_PLAN_MAX_ARGS];
+} SpiPlanKey;
+
+typedef struct SpiPlanEntry
+{
+	SpiPlanKey	key;			/* sql points into spi_plan_cxt */
+	SPIPlanPtr	plan;
+} SpiPlanEntry;
+
+static HTAB *spi_plans = NULL;
+static MemoryContext spi_plan_cxt = NULL;
+
+static uint32
+spi_plan_hash(const void *key, Size keysize)
+{
+	const SpiPlanKey *k = key;
+	uint32		h = hash_bytes((const unsigned char *) k->sql, strlen(k->sql));
+
+	return hash_combine(h, hash_bytes((const unsigned char *) k->types,
+									  k->nargs * sizeof(Oid)));
+}
+
+static int
+spi_plan_match(const void *key1, const void *key2, Size keysize)
+{
+	const SpiPlanKey *a = key1;
+	const SpiPlanKey *b = key2;
+
+	if (a->nargs != b->nargs ||
+		memcmp(a->types, b->types, a->nargs * sizeof(Oid)) != 0)
+		return 1;
+	return strcmp(a->sql, b->sql);
+}
+
+/* The kept plan of a statement, prepared on first use; NULL: run it once */
+static SPIPlanPtr
+spi_plan_get(const char *sql, int nargs, Oid *types)
+{
+	SpiPlanKey	key;
+	SpiPlanEntry *entry;
+	SPIPlanPtr	plan;
+
+	if (nargs > SPI_PLAN_MAX_ARGS)
+		return NULL;
+	if (spi_plans == NULL)
+	{
+		HASHCTL		ctl;
+
+		spi_plan_cxt = AllocSetContextCreate(TopMemoryContext,
+											 "distseq SPI plans",
+											 ALLOCSET_SMALL_SIZES);
+		memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = sizeof(SpiPlanKey);
+		ctl.entrysize = sizeof(SpiPlanEntry);
+		ctl.hash = spi_plan_hash;
+		ctl.match = spi_plan_match;
+		ctl.hcxt = spi_plan_cxt;
+		spi_plans = hash_create("distseq SPI plans", 32, &ctl,
+								HASH_ELEM | HASH_FUNCTION | HASH_COMPARE |
+								HASH_CONTEXT);
+	}
+
+	memset(&key, 0, sizeof(key));
+	key.sql = sql;
+	key.nargs = nargs;
+	if (nargs > 0)
+		memcpy(key.types, types, nargs * sizeof(Oid));
+	entry = hash_search(spi_plans, &key, HASH_FIND, NULL);
+	if (entry != NULL)
+		return entry->plan;
+
+	/* a bug that puts values into query texts must not fill memory */
+	if (hash_get_num_entries(spi_plans) >= SPI_PLANS_MAX)
+		return NULL;
+
+	/*
+	 * Nothing is entered before the plan exists: an error leaves no trace.
+	 * Generic plans from the start: the arguments are values to store or
+	 * keys to look up through the catalog's indexes, and no value of them
+	 * makes another plan better, so the plan cache's first five custom
+	 * plans would only be five more plannings.
+	 * Parallel plans stay allowed, as with SPI_execute_with_args().
+	 */
+	plan = SPI_prepare_cursor(sql, nargs, types,
+							  CURSOR_OPT_GENERIC_PLAN | CURSOR_OPT_PARALLEL_OK);
+	if (plan == NULL)
+		elog(ERROR, "distseq: SPI_prepare failed (%d): %s", SPI_result, sql);
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "distseq: SPI_keepplan failed: %s", sql);
+	key.sql = MemoryContextStrdup(spi_plan_cxt, sql);
+	entry = hash_search(spi_plans, &key, HASH_ENTER, NULL);
+	entry->plan = plan;
+	return plan;
+}
+
+/*
  * Run a statement through SPI (connected by the caller) and check it did
  * what "expect" says; returns SPI_processed.  Shared by the files that
- * talk SPI.
+ * talk SPI.  The plan is kept (see above): the text must name no value
+ * and no user object, pass those as arguments or use
+ * distseq_spi_exec_once().
  */
 uint64
 distseq_spi_exec(const char *sql, int nargs, Oid *types, Datum *values, int expect)
+{
+	SPIPlanPtr	plan = spi_plan_get(sql, nargs, types);
+	int			rc;
+
+	if (plan == NULL)
+		return distseq_spi_exec_once(sql, nargs, types, values, expect);
+	rc = SPI_execute_plan(plan, values, NULL, false, 0);
+	if (rc != expect)
+		elog(ERROR, "distseq: SPI_execute_plan failed (%d): %s", rc, sql);
+	return SPI_processed;
+}
+
+/* The same, planned for this one run and forgotten */
+uint64
+distseq_spi_exec_once(const char *sql, int nargs, Oid *types, Datum *values,
+					  int expect)
 {
 	int			rc;
 
@@ -353,8 +490,8 @@ distseq_peer_reserve(PG_FUNCTION_ARGS)
 	int64		count = PG_GETARG_INT64(1);
 	int			minor = 0;
 	const char *schema = catalog_extension(&minor);
-	Oid			types[2] = {TEXTOID, INT8OID};
-	Datum		values[2];
+	Oid			types[5] = {TEXTOID, INT8OID, INT8OID, INT8OID, INT8OID};
+	Datum		values[5];
 	Datum		result[2];
 	bool		nulls[2] = {0};
 	TupleDesc	tupdesc;
@@ -368,16 +505,20 @@ distseq_peer_reserve(PG_FUNCTION_ARGS)
 		elog(ERROR, "SPI_connect failed");
 	if (minor >= 3)
 		distseq_node_verify(schema);
+	/* $2 is filled in below; where this server is: $3 to $5 */
 	values[0] = CStringGetTextDatum(name);
+	values[1] = Int64GetDatum(0);
+	values[2] = Int64GetDatum((int64) GetSystemIdentifier());
+	values[3] = Int64GetDatum((int64) MyDatabaseId);
+	values[4] = Int64GetDatum((int64) distseq_timeline());
 	if (distseq_spi_exec(psprintf("SELECT window_size, min_open_windows::int8, start_value, max_value,"
 							  " (origin_system IS NOT NULL AND (origin_system = 0"
-							  "  OR origin_system <> %lld OR origin_database <> %u"
-							  "  OR origin_relation <> seqrel::oid OR origin_timeline <> %u))::int::int8"
+							  "  OR origin_system <> $3 OR origin_database <> $4::oid"
+							  "  OR origin_relation <> seqrel::oid OR origin_timeline <> $5))::int::int8"
 							  " FROM %s.distseq_sequences WHERE sequence_name = $1"
 							  " AND stripes = 1 AND servers IS NULL FOR NO KEY UPDATE",
-							  (long long) GetSystemIdentifier(), MyDatabaseId,
-							  distseq_timeline(), schema),
-					 1, types, values, SPI_OK_SELECT) != 1)
+							  schema),
+					 5, types, values, SPI_OK_SELECT) != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("distseq sequence \"%s\" does not exist here, or draws from elsewhere",
@@ -403,12 +544,11 @@ distseq_peer_reserve(PG_FUNCTION_ARGS)
 			distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences"
 									  " SET values_reserved = values_reserved + $2,"
 									  " values_lost = values_lost + $2,"
-									  " origin_system = %lld, origin_database = %u,"
-									  " origin_relation = seqrel::oid, origin_timeline = %u"
+									  " origin_system = $3, origin_database = $4::oid,"
+									  " origin_relation = seqrel::oid, origin_timeline = $5"
 									  " WHERE sequence_name = $1",
-									  schema, (long long) GetSystemIdentifier(),
-									  MyDatabaseId, distseq_timeline()),
-							 2, types, values, SPI_OK_UPDATE);
+									  schema),
+							 5, types, values, SPI_OK_UPDATE);
 		}
 
 		catalog_ensure_windows(schema, minor, name, stripes, window_size, min_open,
@@ -546,8 +686,8 @@ distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
 	int			minor = 0;
 	const char *schema = catalog_extension(&minor);
 	bool		has_origin = minor >= 1;
-	Oid			types[4] = {INT8OID, INT8OID, INT8OID, INT8OID};
-	Datum		values[4];
+	Oid			types[5] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8OID};
+	Datum		values[5];
 	char	   *name;
 	int64		window_size,
 				min_open,
@@ -655,11 +795,12 @@ distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
 	values[1] = Int64GetDatum(RANGE_SIZE(r));
 	values[2] = Int64GetDatum(*issued);
 	values[3] = Int64GetDatum(*lost);
+	values[4] = Int64GetDatum(*skipped);
 	distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences"
-						  " SET values_reserved = values_reserved + $2 + %lld,"
+						  " SET values_reserved = values_reserved + $2 + $5,"
 						  " values_issued = $3, values_lost = $4"
-						  " WHERE seqrel = $1::oid", schema, (long long) *skipped),
-				 4, types, values, SPI_OK_UPDATE);
+						  " WHERE seqrel = $1::oid", schema),
+				 5, types, values, SPI_OK_UPDATE);
 
 	SPI_finish();
 	return r;
@@ -688,8 +829,8 @@ distseq_catalog_release(Oid relid, uint64 gen, DistseqRange *ranges,
 						int nranges, int64 issued, int64 lost)
 {
 	const char *schema;
-	Oid			types[4] = {INT8OID, INT8OID, INT8OID, INT8OID};
-	Datum		values[4];
+	Oid			types[5] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8OID};
+	Datum		values[5];
 	int64		released = 0;
 	int64		dropped = 0;
 
@@ -722,12 +863,13 @@ distseq_catalog_release(Oid relid, uint64 gen, DistseqRange *ranges,
 
 	values[2] = Int64GetDatum(released);
 	values[3] = Int64GetDatum(lost + dropped);
+	values[4] = Int64GetDatum(issued);
 	distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences"
 						  " SET values_released = values_released + $3,"
-						  " values_lost = $4, values_issued = %lld"
+						  " values_lost = $4, values_issued = $5"
 						  " WHERE seqrel = $1::oid AND generation = $2",
-						  schema, (long long) issued),
-				 4, types, values, SPI_OK_UPDATE);
+						  schema),
+				 5, types, values, SPI_OK_UPDATE);
 
 	SPI_finish();
 	return dropped;
@@ -766,9 +908,10 @@ distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 				(errcode(ERRCODE_DUPLICATE_OBJECT),
 				 errmsg("distseq sequence \"%s\" already exists", name)));
 
-	distseq_spi_exec(psprintf("CREATE SEQUENCE distseq.%s", qname),
+	/* these name the sequence: not worth keeping */
+	distseq_spi_exec_once(psprintf("CREATE SEQUENCE distseq.%s", qname),
 				 0, NULL, NULL, SPI_OK_UTILITY);
-	distseq_spi_exec(psprintf("ALTER SEQUENCE distseq.%s OWNER TO %s", qname,
+	distseq_spi_exec_once(psprintf("ALTER SEQUENCE distseq.%s OWNER TO %s", qname,
 						  quote_identifier(GetUserNameFromId(owner, false))),
 				 0, NULL, NULL, SPI_OK_UTILITY);
 	relid = get_relname_relid(name, get_namespace_oid("distseq", false));
@@ -802,18 +945,23 @@ distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("striped sequences need distseq 1.2"),
 					 errhint("Run ALTER EXTENSION distseq UPDATE.")));
-		distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences SET stripes = %d, stripe = %d"
-							  " WHERE sequence_name = $1", schema, stripes, stripe),
-					 1, types, values, SPI_OK_UPDATE);
+		distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences SET stripes = $2, stripe = $3"
+							  " WHERE sequence_name = $1", schema),
+					 3, (Oid[]) {TEXTOID, INT4OID, INT4OID},
+					 (Datum[]) {values[0], Int32GetDatum(stripes), Int32GetDatum(stripe)},
+					 SPI_OK_UPDATE);
 	}
 	if (has_origin)
 		distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences"
-							  " SET origin_system = %lld, origin_database = %u,"
-							  " origin_relation = %u, origin_timeline = %u"
-							  " WHERE sequence_name = $1",
-							  schema, (long long) GetSystemIdentifier(),
-							  MyDatabaseId, relid, distseq_timeline()),
-					 1, types, values, SPI_OK_UPDATE);
+							  " SET origin_system = $2, origin_database = $3::oid,"
+							  " origin_relation = $4::oid, origin_timeline = $5"
+							  " WHERE sequence_name = $1", schema),
+					 5, (Oid[]) {TEXTOID, INT8OID, INT8OID, INT8OID, INT8OID},
+					 (Datum[]) {values[0], Int64GetDatum((int64) GetSystemIdentifier()),
+						 Int64GetDatum((int64) MyDatabaseId),
+						 Int64GetDatum((int64) relid),
+						 Int64GetDatum((int64) distseq_timeline())},
+					 SPI_OK_UPDATE);
 
 	if (servers != (Datum) 0)
 	{
@@ -868,10 +1016,13 @@ distseq_catalog_column_bounds(Oid relid, const char *column, int64 *max_in_use,
 							column, get_rel_name(relid))));
 	}
 
-	/* as the caller, who owns the table: nothing runs with our rights */
+	/*
+	 * As the caller, who owns the table: nothing runs with our rights.  It
+	 * names the caller's table, in the caller's search_path: not kept.
+	 */
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	distseq_spi_exec(psprintf("SELECT pg_catalog.max(%s)::pg_catalog.int8 FROM %s",
+	distseq_spi_exec_once(psprintf("SELECT pg_catalog.max(%s)::pg_catalog.int8 FROM %s",
 						  quote_identifier(column), relname),
 				 0, NULL, NULL, SPI_OK_SELECT);
 	*max_in_use = distseq_spi_int8(0, 1);

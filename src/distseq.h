@@ -293,6 +293,8 @@ extern PGDLLEXPORT void distseq_worker_main(Datum main_arg);
 
 extern uint64 distseq_spi_exec(const char *sql, int nargs, Oid *types,
 							   Datum *values, int expect);
+extern uint64 distseq_spi_exec_once(const char *sql, int nargs, Oid *types,
+									Datum *values, int expect);
 extern int64 distseq_spi_int8(int row, int col);
 extern const char *distseq_catalog_schema(void);
 extern int	distseq_pin_search_path(void);
