@@ -1,83 +1,96 @@
 /*
  * allocator_sim.c -- a randomized model checker for distseq's window
  * allocator and its membership changes (src/agent.c, src/member.c,
- * src/catalog.c; DESIGN-NOTES.md sections 2 and 3).
+ * src/change.c, src/catalog.c; DESIGN-NOTES.md sections 2 and 3).
  *
- * Every agent and every membership change is a state machine that sends one
- * message per step; between any two steps anything else may happen: other
- * agents, other changes, node crashes and recoveries, partitions of random
- * subsets, single links cut or healed, a reply lost after the callee applied
- * the call, a request held in the network and applied much later (a call
- * that timed out but that the server still runs), an agent or a proposer
- * dying half way, a removed machine wiped and coming back as a fresh node.
- * It checks that no two windows ever created overlap and that no node's
- * high-water mark ever goes down, and prints the trace that led to the first
- * violation.  One sequence is modelled; it is created on the seed node.
+ * Every agent attempt, membership change, phase two and recovery is a state
+ * machine that makes one call per step; between any two steps anything else
+ * may happen: other agents, other changes, node crashes and recoveries,
+ * partitions of random subsets, single links cut or healed, a reply lost
+ * after the callee applied the call, a request held in the network and
+ * applied much later (a call that timed out but that the server still runs),
+ * an agent or a change dying half way with its worker, a removed machine
+ * wiped and coming back as a fresh node.  It checks that no two windows ever
+ * overlap and that no node's high-water mark ever goes down, and prints the
+ * trace that led to the first violation.  One sequence is modelled; it is
+ * created on the seed node (n0).  Other fresh nodes may have a sequence of
+ * the same name of their own (--own): its windows count once the node joins
+ * a group, as its values are then the group's.
  *
- * Protocols (--proto):
- *   impl   what the code does today (default; member.c and agent.c as of
- *          11659f2).  Members are only ever added, one at a time
- *          (distseq_remove_peer refuses to remove a member): --changes is
- *          "add" unless given.  The voters are the members before, remote
- *          ones first; the proposer's own move stays uncommitted, its node
- *          row locked, until after the adopt; a failed step, the adopt
- *          included, reverts every remote voter tried and rolls the
- *          proposer's move back.  The epoch compare-and-set returns the marks
- *          of the sequences the voter has (so does the proposer for its own);
- *          the adopt takes only a fresh node, raises the sequences it has to
- *          the largest mark and keeps it as the seed of every sequence it has
- *          not (distseq_seed).  A member lacking the sequence answers an
- *          agent's read with its seed (none: no mark) and counts towards the
- *          read majority; introduced, the sequence starts at the larger of
- *          the mark read and the seed.  A node whose membership has one
- *          member allocates inline (catalog.c), under the node row's lock.
- *          --changes=both (or add,remove) brings back the remove of a7f2bcb
- *          (the same steps, seeding nobody), to show what it breaks.
- *   brief  the protocol as the model's brief states it: every node holds a
- *          mark, the joiner is always seeded, the proposer's move is atomic
- *          and an adopt that fails leaves the change made.
- *   fixed  impl with every fix below (--fix=... applies some of them to impl
- *          or, for quorum, to brief):
- *     quorum   removing one of two members needs the vote of the one removed
- *              (it moves to the new epoch, out of its own membership, and a
- *              node out of its own membership neither allocates, inline or
- *              not, nor proposes);
- *     seed     voters take the new epoch "pending": no compare-and-set wins on
- *              them and they cannot vote again; the proposer, last voter,
- *              raises its own mark to the largest mark returned as it moves
- *              (the commit), then seeds every member of the new set with it
- *              (the joiner through the adopt); a pending member can be seeded
- *              later by any seeded member of its epoch;
- *     missing  a seed is kept for a sequence the member does not have yet, and
- *              introducing the sequence there starts from it;
- *     resume   (liveness only) a dead proposer resumes when its node is back:
- *              it reverts every voter, or finishes seeding if it had moved;
- *              a node in the epoch of a change asks the proposer how it ended
- *              (committed: seeded; failed: back to the epoch before); a
- *              joiner whose adopt failed adopts later from a member.
+ * The protocol is the code's (e93a7f3, version 1.4):
  *
- * --broken=X takes one mechanism out of the fixed protocol (or, with
- * --proto=impl given, out of impl: noepoch, nocas, noseed or allatonce), to
- * show that the checker catches it: noepoch (the compare-and-set ignores
- * the epoch), nocas (it ignores hwm <= M), noseed (a change seeds nobody;
- * impl: the adopt leaves the joiner unseeded, as before 11659f2), allatonce
- * (a change may add or remove two members; safe in impl, whose adds need
- * every member and seed the joiners), noquorum (removing one of two members
- * without its vote), nopending (voters usable before they are seeded; that
- * one needs a proposer to die right after it moved, twice in a row, and is
- * rarely caught).
+ *   node      epoch, epoch_id, members, pending, proposer, prev_* (the
+ *             membership before the pending one); the sequence's hwm (at
+ *             least the top of its highest window), or without the sequence
+ *             the seed it keeps (distseq_seed).  A fresh node is (0, 0), alone.
+ *   agent     only on a node that is in its own members and not pending
+ *             (agent_check_member), whose membership is not a fresh node's
+ *             (distseq_has_peers: epoch > 0 or more than one member; a fresh
+ *             node with the sequence allocates inline, alone, atomically).
+ *             Reads every member (a member in the same (epoch, epoch_id) is
+ *             read, pending or not; one lacking the sequence answers with its
+ *             seed), introduces the sequence where it lacks (created at the
+ *             larger of the mark read and its seed), CAS `hwm <= M -> M + X`
+ *             naming (epoch, epoch_id) on each member (refused when pending or
+ *             in another membership), this node last with the window in the
+ *             same transaction; wins with a majority of its members.
+ *   change    by a proposer p that is not pending, one at a time per node
+ *             (one worker; a lock on distseq_change).  Phase one, one
+ *             transaction T1 on p: add a fresh node (checked fresh first) or
+ *             remove a member other than p; epoch_cas on every member of p's
+ *             membership E0 but p, the removed one too (moves an active E0
+ *             node, or again one pending in E1 from p, to E1 pending); with
+ *             moves + 1 >= |E0|/2+1, p moves itself, marks its earlier change
+ *             rows finished, inserts the row of this change, forgets the
+ *             removed peer, and commits: decided.  Otherwise it reverts the
+ *             ones it saw move (best effort) and aborts.  T1 dies with p's
+ *             worker.  Phase two, right after and at every pass of p while
+ *             the row is unfinished: marks from every node of prev_members
+ *             that is in E1 (pending or not); with at least |prev| - quorum +
+ *             1 of them, activate every member of E1, p last (accepted by a
+ *             node in E1, or in E0 = prev, pending or not, or fresh: (0, 0),
+ *             alone, not pending, no window), which sets E1 active and raises
+ *             the mark (and the seed); all accepted: the row is finished.  p
+ *             itself not in E1 any more (a later change of another node moved
+ *             it on): change_finish raises an error there, and the whole
+ *             agent pass of p fails (counted: "wedged passes").
+ *   recovery  at every pass of a node v pending in a change of another
+ *             proposer q: ask q whether the change was decided (waits for a
+ *             T1 in flight on q); not decided: v goes back to prev_*.
  *
- * --scenario=NAME replays a counterexample step by step, with no other
- * event: twonode, shrink, shrink5, joiners (see scenario() below).  The
- * first three remove members: under impl the removes are refused unless
- * --changes=add,remove.
+ * --broken=X takes one mechanism out, to show that the checker catches it:
+ *   noepoch     the agent ignores the membership epoch (its reads, the CAS)
+ *   nocas       the hwm CAS ignores hwm <= M
+ *   nopending   pending nodes take part: they accept CASes and run agents
+ *   noquorum    phase one decides whatever the number of moves
+ *   fewmarks    phase two goes on with marks from one node
+ *   anyepoch    activation is accepted from any membership (caught when a
+ *               node with windows of its own sequence is taken in)
+ *   blindrevert recovery reverts without asking the proposer (no run has
+ *               caught it: a reverted member keeps its hwm, and the
+ *               majorities of two memberships one change apart share a
+ *               node; so it is not in run.sh's list)
+ *   inlinealone a node whose membership has one member allocates inline (the
+ *               rule of 1.3: a removed node, or the last member, alone)
  *
- * With adds only, a group can wedge for good (an add that failed after a
- * voter moved, and whose revert of that voter failed too: no later change
- * finds every member in one epoch, and there is no remove).  So such runs
- * (--restart=STEPS, the default with adds only) start a new cluster of fresh
- * nodes when no change was done for a while, and (--vary) give each
- * cluster its own mix of events, see draw_mix().
+ * --fix=X, a change proposed to the code:
+ *   freshjoin   activation from (0, 0), the membership of fresh nodes, is
+ *               taken only by a fresh node (no window): without it, a fresh
+ *               node that opened a window of its own after the add checked it
+ *               joins the first group of its proposer anyway.
+ *   finish      a proposer whose node moved on past its change marks the
+ *               change finished instead of failing every pass.
+ *
+ * --scenario=NAME replays a scripted history, with no other event (see
+ * scenario() below): twonode, shrink, shrink5, joiners, fewmarks,
+ * superseded, freshrace.
+ *
+ * A group can still get stuck (a member that missed phase one of a change
+ * superseded before it was activated stays in an old membership; a node
+ * pending in a change whose proposer is gone waits for good), so runs
+ * (--restart=STEPS) start a new cluster of fresh nodes when no change was
+ * done for a while, and (--vary) give each cluster its own mix of events,
+ * see draw_mix().  How often that happened is reported ("stuck").
  *
  * C99, no dependencies, deterministic for a given set of options.
  */
@@ -92,54 +105,43 @@ typedef uint64_t u64;
 
 #define MAXN		100			/* nodes (machines) */
 #define MAXMEM		128			/* members in a view */
-#define MAXAGENTS	64
-#define MAXPROP		8
+#define MAXPRIV		8			/* windows of a fresh node's own sequence */
 #define MAXMSG		64			/* requests held in the network */
 #define RING		4096		/* trace lines kept for a violation */
 #define LINE		256
 
-enum { PROTO_IMPL, PROTO_FIXED, PROTO_BRIEF };
-static const char *proto_names[] = {"impl", "fixed", "brief"};
-enum { BRK_NONE, BRK_NOEPOCH, BRK_NOCAS, BRK_NOSEED, BRK_ALLATONCE, BRK_NOQUORUM,
-	BRK_NOPENDING, BRK_COUNT };
-static const char *brk_names[] = {"none", "noepoch", "nocas", "noseed", "allatonce",
-	"noquorum", "nopending"};
+enum { BRK_NONE, BRK_NOEPOCH, BRK_NOCAS, BRK_NOPENDING, BRK_NOQUORUM, BRK_FEWMARKS,
+	BRK_ANYEPOCH, BRK_BLINDREVERT, BRK_INLINEALONE, BRK_COUNT };
+static const char *brk_names[] = {"none", "noepoch", "nocas", "nopending", "noquorum",
+	"fewmarks", "anyepoch", "blindrevert", "inlinealone"};
+
+#define FX_FRESHJOIN	1
+#define FX_FINISH		2
+#define NFIXES			2
+static const char *fix_names[] = {"freshjoin", "finish"};
+static int	fixes;
+#define FIX(f)	((fixes & (f)) != 0)
 
 /* options */
 static u64	opt_seed = 1;
 static int	N = 5;
 static long nsteps = 100000;
-static int	K = 4;				/* concurrent agents */
+static int	K = 4;				/* concurrent agents (one per node at most) */
 static int	NP = 2;				/* concurrent membership changes */
-static int	proto = PROTO_IMPL;
 static int	brk = BRK_NONE;
 static int	trace_level = 0;
 static int	show_lines = 120;
 static int	opt_dump = 0;
-static int	opt_ops = 0;			/* 1: adds only, 2: removes only, 3: both; 0: the
-								 * protocol's (impl: adds only, else both) */
+static int	opt_ops = 3;		/* 1: adds only, 2: removes only, 3: both */
 static long opt_restart = -1;	/* a new cluster after so many steps with no
 								 * change done (0: never; -1: the default) */
 static int	opt_vary = -1;		/* a mix of events per cluster (-1: when they restart) */
+static int	opt_own = -1;		/* fresh nodes may have the sequence (-1: with --vary) */
 static const char *opt_scenario;
 static double p_anom;			/* per call: reply lost, or request delayed */
 static double p_read;			/* per agent read: it times out */
+static double p_own;			/* a fresh node has a sequence of its own */
 static double fscale;			/* crashes and partitions: rarer in large groups */
-
-/* the fixes (see the top of the file) */
-#define FX_QUORUM	1
-#define FX_SEED		2
-#define FX_MISSING	4
-#define FX_RESUME	8
-#define FX_ALL		15
-#define NFIXES		4
-static const char *fix_names[] = {"quorum", "seed", "missing", "resume"};
-static int	fixes;
-
-#define BRIEF	(proto == PROTO_BRIEF)
-#define FIX(f)	((fixes & (f)) != 0)
-/* a node keeps a seed for a sequence it does not have (impl: distseq_seed) */
-#define SEEDKEPT (proto == PROTO_IMPL || FIX(FX_MISSING))
 
 /* ---- random numbers: xoshiro256** seeded by splitmix64 ---- */
 
@@ -223,12 +225,6 @@ set_del(Set *s, int x)
 	s->n = j;
 }
 
-static int
-maj(int n)
-{
-	return n / 2 + 1;
-}
-
 static const char *
 set_str(const Set *s, char *buf, size_t len)
 {
@@ -252,24 +248,41 @@ set_str(const Set *s, char *buf, size_t len)
 
 /* ---- the nodes ---- */
 
+/* a row of distseq_change, on its proposer */
+typedef struct
+{
+	i64			E,
+				pE;
+	u64			id,
+				pid;
+	Set			mem,
+				pmem;
+} Change;
+
 typedef struct
 {
 	int			id;				/* identity; a wiped machine gets a new one */
 	int			up;
-	int			joined;			/* seed, or adopted a membership */
-	int			has_seq;		/* has the sequence (impl: may lack it) */
-	int			pending;		/* fixed: in a new epoch, not seeded yet */
-	int			lock;			/* impl: proposer holding an uncommitted epoch change */
-	int			nwin;
-	i64			hwm;			/* without the sequence: the seed kept, if any */
+	int			joined;			/* the seed node, or activated in a group */
+	int			has_seq;
+	int			nwin;			/* windows made here */
+	i64			hwm;			/* without the sequence: the seed kept (0: none) */
 	i64			epoch;
 	u64			eid;
 	Set			mem;
-	/* resume fix: who proposed this epoch, and the one before it */
-	int			prop;
-	i64			oepoch;
-	u64			oeid;
-	Set			omem;
+	int			pending;
+	int			prop;			/* proposer of the pending membership */
+	i64			pepoch;
+	u64			peid;
+	Set			pmem;
+	int			chg;			/* has an unfinished change row: ch */
+	Change		ch;
+	Set			forgot;			/* peer entries deleted (removed members) */
+	int			t1;				/* a phase one in flight: the change lock is held */
+	int			job;			/* the worker's job running here, -1 for none */
+	int			wedged;			/* the last pass failed in change_finish */
+	int			npriv;			/* windows of its own sequence, before joining */
+	i64			priv[MAXPRIV][2];
 } Node;
 
 static Node nd[MAXN];
@@ -304,15 +317,21 @@ in_own_view(int s)
 	return set_has(&nd[s].mem, nd[s].id);
 }
 
-/*
- * Does a node return a mark for the sequence from an epoch compare-and-set,
- * or count its own as proposer (impl: only when it has the sequence; the
- * seed it keeps otherwise, in hwm too, is not returned)?
- */
+/* distseq_has_peers: ever in a group (broken=inlinealone: 1.3's rule) */
 static int
-keeps_mark(int s)
+has_peers(int s)
 {
-	return BRIEF || FIX(FX_MISSING) || nd[s].has_seq;
+	if (brk == BRK_INLINEALONE)
+		return nd[s].mem.n > 1;
+	return nd[s].epoch > 0 || nd[s].mem.n > 1;
+}
+
+/* fresh, as distseq_add_peer and the activation check it */
+static int
+is_fresh(int s)
+{
+	return nd[s].epoch == 0 && !nd[s].pending && nd[s].mem.n == 1 &&
+		nd[s].mem.v[0] == nd[s].id && nd[s].nwin == 0;
 }
 
 /* ---- trace ---- */
@@ -356,22 +375,22 @@ dump_nodes(void)
 
 	printf("--- nodes now\n");
 	for (int s = 0; s < N; s++)
-		printf("  n%-4d %-4s %s%s%s epoch %-12s hwm %-8lld windows %-4d members %s\n",
+		printf("  n%-4d %-4s %s%s%s epoch %-12s hwm %-8lld windows %-4d members %s%s\n",
 			   nd[s].id, nd[s].up ? "up" : "DOWN", nd[s].joined ? "joined" : "fresh ",
 			   nd[s].has_seq ? " seq" : " ---", nd[s].pending ? " PENDING" : "",
 			   epstr(nd[s].epoch, nd[s].eid, b1), (long long) nd[s].hwm, nd[s].nwin,
-			   set_str(&nd[s].mem, b2, sizeof b2));
+			   set_str(&nd[s].mem, b2, sizeof b2), nd[s].chg ? " (change unfinished)" : "");
 }
 
 static void
 config_line(FILE *f)
 {
 	if (opt_scenario)
-		fprintf(f, "scenario=%s proto=%s", opt_scenario, proto_names[proto]);
+		fprintf(f, "scenario=%s", opt_scenario);
 	else
-		fprintf(f, "seed=%llu nodes=%d steps=%ld agents=%d proto=%s",
-				(unsigned long long) opt_seed, N, nsteps, K, proto_names[proto]);
-	if (proto != PROTO_FIXED && fixes)
+		fprintf(f, "seed=%llu nodes=%d steps=%ld agents=%d", (unsigned long long) opt_seed,
+				N, nsteps, K);
+	if (fixes)
 	{
 		const char *sep = " fix=";
 
@@ -389,6 +408,8 @@ config_line(FILE *f)
 		fprintf(f, " restart=%ld", opt_restart);
 	if (!opt_scenario && opt_vary > 0)
 		fprintf(f, " vary");
+	if (!opt_scenario && opt_own > 0)
+		fprintf(f, " own");
 }
 
 static void
@@ -419,9 +440,10 @@ violation(const char *fmt,...)
 static struct
 {
 	long		attempts, windows, inl, lost, nomaj, agent_crash;
-	long		ch_start, ch_ok, ch_fail, revert_fail, adopt_fail, seed_fail, prop_crash;
-	long		repairs, crashes, wipes, delayed, delivered, lost_replies, waits;
-	long		clusters, last_change;	/* clusters run; the step of the last change done */
+	long		ch_start, ch_ok, ch_fail, revert_fail, prop_crash;
+	long		p2_runs, p2_done, p2_fewmarks, p2_actfail, wedged, recovered, reverted;
+	long		crashes, wipes, delayed, delivered, lost_replies, waits, joined_own;
+	long		clusters, stuck, last_change;	/* the step of the last change decided */
 }			st;
 
 /* ---- windows and marks: the two properties ---- */
@@ -446,8 +468,9 @@ set_hwm(int s, i64 v)
 	nd[s].hwm = v;
 }
 
+/* a window of the group's sequence: checked against every other one */
 static void
-add_window(int s, i64 lo, i64 hi, const char *how)
+record_window(int s, i64 lo, i64 hi, const char *how)
 {
 	int			a = 0,
 				b = nwin;
@@ -484,21 +507,61 @@ add_window(int s, i64 lo, i64 hi, const char *how)
 	win[a].step = step_no;
 	snprintf(win[a].how, sizeof win[a].how, "%s", how);
 	nwin++;
-	nd[s].nwin++;
-	set_hwm(s, nd[s].hwm > hi ? nd[s].hwm : hi);
 }
 
-/* ---- messages: one call on one node, atomic there ---- */
+/*
+ * A window made on node s.  A fresh node that never joined keeps the windows
+ * of its own sequence to itself until it joins a group.
+ */
+static void
+add_window(int s, i64 lo, i64 hi, const char *how)
+{
+	nd[s].nwin++;
+	set_hwm(s, nd[s].hwm > hi ? nd[s].hwm : hi);
+	if (!nd[s].joined)
+	{
+		if (nd[s].npriv < MAXPRIV)
+		{
+			nd[s].priv[nd[s].npriv][0] = lo;
+			nd[s].priv[nd[s].npriv][1] = hi;
+			nd[s].npriv++;
+		}
+		return;
+	}
+	record_window(s, lo, hi, how);
+}
 
-enum { M_CAS, M_EPOCH, M_REVERT, M_ADOPT, M_SEED, M_INTRO };
-static const char *msg_names[] = {"cas", "epoch-cas", "revert", "adopt", "seed", "introduce"};
+/* a node joins a group: the windows of its own sequence are the group's now */
+static void
+join_group(int s, const char *how)
+{
+	char		buf[200];
+
+	if (nd[s].joined)
+		return;
+	nd[s].joined = 1;
+	if (nd[s].npriv > 0)
+		st.joined_own++;
+	for (int i = 0; i < nd[s].npriv; i++)
+	{
+		snprintf(buf, sizeof buf, "n%d alone, before it joined (%s)", nd[s].id, how);
+		record_window(s, nd[s].priv[i][0], nd[s].priv[i][1], buf);
+	}
+	nd[s].npriv = 0;
+}
+
+/* ---- calls: one call on one node, atomic there ---- */
+
+enum { M_CAS, M_EPOCH, M_REVERT, M_MARKS, M_ACT, M_DECIDED, M_INTRO };
+static const char *msg_names[] = {"cas", "epoch-cas", "revert", "marks", "activate",
+	"decided", "introduce"};
 
 typedef struct
 {
 	int			kind, to;
-	i64			E, E2, M, nh, seed;
+	i64			E, E2, M, nh, mark;
 	u64			Eid, id2;
-	int			pend, seedok, prop;
+	int			prop;
 	Set			set;
 	char		from[40];
 } Msg;
@@ -508,29 +571,94 @@ static int	nmsg;
 
 enum { R_FAIL, R_OK, R_WAIT };
 
+/* the proposers' logs: the changes decided, by (proposer, epoch_id) */
+typedef struct
+{
+	int			prop;
+	u64			id;
+} Decided;
+static Decided *decided;
+static int	ndecided, capdecided;
+
+static void
+log_decided(int prop, u64 id)
+{
+	if (ndecided == capdecided)
+	{
+		capdecided = capdecided ? capdecided * 2 : 256;
+		decided = realloc(decided, sizeof(Decided) * (size_t) capdecided);
+		if (!decided)
+			abort();
+	}
+	decided[ndecided].prop = prop;
+	decided[ndecided].id = id;
+	ndecided++;
+}
+
+static int
+was_decided(int prop, u64 id)
+{
+	for (int i = ndecided - 1; i >= 0; i--)
+		if (decided[i].id == id && decided[i].prop == prop)
+			return 1;
+	return 0;
+}
+
+/* activation (change_activate) accepted here? */
+static int
+act_ok(int s, const Msg *m)
+{
+	Node	   *n = &nd[s];
+
+	if (brk == BRK_ANYEPOCH)
+		return 1;
+	if (n->epoch == m->E2 && n->eid == m->id2)
+		return 1;
+	if (n->epoch == m->E && n->eid == m->Eid && !(FIX(FX_FRESHJOIN) && m->E == 0))
+		return 1;
+	return is_fresh(s);
+}
+
+/* the node takes an active membership, with a mark (activation) */
+static void
+activate(int s, i64 E, u64 id, const Set *mem, i64 mark, const char *how)
+{
+	Node	   *n = &nd[s];
+
+	n->epoch = E;
+	n->eid = id;
+	n->mem = *mem;
+	n->pending = 0;
+	n->prop = -1;
+	n->pepoch = 0;
+	n->peid = 0;
+	n->pmem.n = 0;
+	if (mark > n->hwm)
+		set_hwm(s, mark);
+	join_group(s, how);
+}
+
 /*
- * Apply a call on node slot s.  R_WAIT when it must wait for a lock (an
- * uncommitted epoch change on that node, impl).  *acc: it did what was asked;
- * *mark: the mark returned by an epoch compare-and-set, -1 for none.
+ * Apply a call on node slot s.  R_WAIT when it must wait for a lock (decided
+ * while a phase one holds the change lock there).  *acc: it did what was
+ * asked; *res: what it returns (a mark; decided or not).
  */
 static int
-apply(int s, const Msg *m, i64 *mark, int *acc)
+apply(int s, const Msg *m, i64 *res, int *acc)
 {
 	Node	   *n = &nd[s];
 	char		b1[32],
 				b2[32];
 
 	*acc = 0;
-	*mark = -1;
-	if (n->lock >= 0 && m->kind != M_INTRO)
-		return R_WAIT;
+	*res = -1;
 	switch (m->kind)
 	{
 		case M_CAS:
-			if (!BRIEF && !n->has_seq)
+			if (!n->has_seq)
 				break;			/* UPDATE found no row */
 			if (brk != BRK_NOEPOCH &&
-				(n->epoch != m->E || n->eid != m->Eid || n->pending))
+				(n->epoch != m->E || n->eid != m->Eid || (n->pending && brk != BRK_NOPENDING)))
 				break;
 			if (brk != BRK_NOCAS && n->hwm > m->M)
 				break;
@@ -538,54 +666,46 @@ apply(int s, const Msg *m, i64 *mark, int *acc)
 			*acc = 1;
 			break;
 		case M_EPOCH:
-			if (n->epoch != m->E || n->eid != m->Eid || n->pending)
+			if (!((n->epoch == m->E && n->eid == m->Eid && !n->pending) ||
+				  (n->epoch == m->E2 && n->eid == m->id2 && n->pending && n->prop == m->prop)))
 				break;
-			n->prop = m->prop;
-			n->oepoch = n->epoch;
-			n->oeid = n->eid;
-			n->omem = n->mem;
+			/* prev_* = the row's values before the update */
+			n->pepoch = n->epoch;
+			n->peid = n->eid;
+			n->pmem = n->mem;
 			n->epoch = m->E2;
 			n->eid = m->id2;
 			n->mem = m->set;
-			n->pending = m->pend;
-			if (keeps_mark(s))
-				*mark = n->hwm;
+			n->pending = 1;
+			n->prop = m->prop;
 			*acc = 1;
 			break;
 		case M_REVERT:
-			if (n->epoch != m->E2 || n->eid != m->id2)
+			if (n->epoch != m->E2 || n->eid != m->id2 || !n->pending)
 				break;
-			n->epoch = m->E;
-			n->eid = m->Eid;
-			n->mem = m->set;
+			n->epoch = n->pepoch;
+			n->eid = n->peid;
+			n->mem = n->pmem;
 			n->pending = 0;
 			n->prop = -1;
 			*acc = 1;
 			break;
-		case M_ADOPT:
-			/* the same membership again, or a fresh node (checked under its lock) */
-			if (!((n->epoch == m->E2 && n->eid == m->id2) ||
-				  (n->epoch == 0 && n->mem.n == 1 && n->mem.v[0] == n->id && n->nwin == 0)))
-				break;
-			n->epoch = m->E2;
-			n->eid = m->id2;
-			n->mem = m->set;
-			n->pending = 0;
-			n->prop = -1;
-			n->joined = 1;
-			/* impl: the hwm if it has the sequence, its seed if not */
-			if (m->seedok && brk != BRK_NOSEED && (keeps_mark(s) || SEEDKEPT) &&
-				m->seed > n->hwm)
-				set_hwm(s, m->seed);
-			*acc = 1;
-			break;
-		case M_SEED:
+		case M_MARKS:
 			if (n->epoch != m->E2 || n->eid != m->id2)
 				break;
-			if (brk != BRK_NOSEED && keeps_mark(s) && m->seed > n->hwm)
-				set_hwm(s, m->seed);
-			n->pending = 0;
-			n->prop = -1;
+			*res = n->hwm;
+			*acc = 1;
+			break;
+		case M_ACT:
+			if (!act_ok(s, m))
+				break;
+			activate(s, m->E2, m->id2, &m->set, m->mark, m->from);
+			*acc = 1;
+			break;
+		case M_DECIDED:
+			if (n->t1)
+				return R_WAIT;	/* change_lock: a phase one in flight here */
+			*res = was_decided(n->id, m->id2);
 			*acc = 1;
 			break;
 		case M_INTRO:
@@ -593,17 +713,18 @@ apply(int s, const Msg *m, i64 *mark, int *acc)
 				break;			/* exists: peer_create returns false */
 			n->has_seq = 1;
 			/* created at the mark read, or at the seed kept if larger */
-			set_hwm(s, SEEDKEPT && n->hwm > m->M ? n->hwm : m->M);
+			set_hwm(s, n->hwm > m->M ? n->hwm : m->M);
 			*acc = 1;
 			break;
 	}
-	note(2, "    %s on n%d from %s: %s (node now epoch %s hwm %lld)%s",
+	note(2, "    %s on n%d from %s: %s (node now epoch %s%s hwm %lld)%s",
 		 msg_names[m->kind], n->id, m->from, *acc ? "done" : "refused",
-		 epstr(n->epoch, n->eid, b1), (long long) n->hwm,
+		 epstr(n->epoch, n->eid, b1), n->pending ? " pending" : "", (long long) n->hwm,
 		 m->kind == M_CAS ? (snprintf(b2, sizeof b2, " M=%lld", (long long) m->M), b2) : "");
 	return R_OK;
 }
 
+/* can slot a reach node id bid (a registered peer, up, not cut off)? */
 static int
 reach(int a, int bid)
 {
@@ -611,7 +732,7 @@ reach(int a, int bid)
 
 	if (b < 0 || !nd[a].up || !nd[b].up)
 		return -1;
-	if (a != b && cut[a][b])
+	if (a != b && (cut[a][b] || set_has(&nd[a].forgot, bid)))
 		return -1;
 	return b;
 }
@@ -630,30 +751,28 @@ delay_msg(const Msg *m)
 
 /* a remote call from slot "from"; anything but R_OK looks like a failure */
 static int
-rcall(int from, Msg *m, i64 *mark, int *acc)
+rcall(int from, Msg *m, i64 *res, int *acc)
 {
 	int			t = reach(from, m->to);
+	int			ro = m->kind == M_MARKS || m->kind == M_DECIDED;
 	int			r;
 
 	*acc = 0;
-	*mark = -1;
+	*res = -1;
 	if (t < 0)
 		return R_FAIL;
 	if (chance(p_anom))
 	{
-		delay_msg(m);
+		if (!ro)
+			delay_msg(m);
 		return R_FAIL;
 	}
-	r = apply(t, m, mark, acc);
+	r = apply(t, m, res, acc);
 	if (r == R_WAIT)
 	{
 		st.waits++;
 		if (chance(0.05))
-		{
-			/* the caller times out; the server still runs it later */
-			delay_msg(m);
-			return R_FAIL;
-		}
+			return R_FAIL;		/* the caller times out */
 		return R_WAIT;
 	}
 	if (chance(p_anom))
@@ -662,7 +781,7 @@ rcall(int from, Msg *m, i64 *mark, int *acc)
 		note(1, "  %s on n%d from %s: applied (%s), reply lost", msg_names[m->kind],
 			 m->to, m->from, *acc ? "done" : "refused");
 		*acc = 0;
-		*mark = -1;
+		*res = -1;
 		return R_FAIL;
 	}
 	return R_OK;
@@ -679,87 +798,141 @@ rread(int from, int id)
 	return t;
 }
 
-/* ---- agents (agent.c: agent_read, agent_introduce, agent_allocate) ---- */
+/* ---- the worker of each node: one job at a time ---- */
 
-enum { A_READ, A_INTRO, A_CAS, A_LOCAL };
+/*
+ * A job is what a node's refill worker does, one at a time (worker.c): an
+ * agent pass (change_resume: phase two of this node's unfinished change,
+ * then the recovery of a pending membership; then, if this node may, one
+ * attempt to win a window), or a membership change asked of it (phase one,
+ * then phase two).
+ */
+enum { J_NONE, J_PASS, J_CHANGE };
+enum {
+	PH_FIN, PH_MARKS, PH_ACT, PH_SELF,	/* phase two (change_finish) */
+	PH_REC,						/* recovery (change_recover) */
+	PH_AGENT, A_READ, A_INTRO, A_CAS, A_LOCAL,	/* the agent */
+	C_FRESH, C_VOTE, C_DECIDE, C_REVERT	/* phase one (change_propose) */
+};
+enum { OP_ADD = 1, OP_REMOVE };
 #define F_REACH 1
 #define F_INEP	2
 #define F_SEQ	4
 
 typedef struct
 {
-	int			on, slot, id;
+	int			kind, slot, id, ph, idx;
 	long		no;
+	/* agent */
 	i64			E;
 	u64			Eid;
-	Set			mem;
-	int			ph, idx, read, wins;
+	Set			mem,
+				won;
+	int			read, wins;
 	i64			top, X;
 	unsigned char fl[MAXMEM];
-	Set			won;
-} Agent;
+	/* phase one */
+	int			op, tg, cnt;
+	Set			moved;
+	/* phase two */
+	Change		c;
+	int			got, failed;
+	i64			mark;
+} Job;
 
-static Agent ag[MAXAGENTS];
+static Job	jb[MAXN];
+static int	ag[MAXN];			/* slots of the nodes running an agent pass, or -1 */
+static int	pr[MAXN];			/* ... running a change, or -1 */
 
 static int
-agent_ok(int s)
+quorum(int n)
 {
-	if (!nd[s].up || !in_own_view(s))
-		return 0;
-	if (BRIEF)
-		return nd[s].joined;
-	if (!nd[s].has_seq)
-		return 0;
-	if (!in_own_view(s))
-		return 0;
-	return 1;
+	return n / 2 + 1;
 }
 
 static void
-agent_begin(Agent *a, int s)
+job_end(Job *j)
 {
+	if (j->kind == J_CHANGE)
+		nd[j->slot].t1 = 0;
+	nd[j->slot].job = -1;
+	j->kind = J_NONE;
+	for (int k = 0; k < K; k++)
+		if (ag[k] == j->slot)
+			ag[k] = -1;
+	for (int k = 0; k < NP; k++)
+		if (pr[k] == j->slot)
+			pr[k] = -1;
+}
+
+/* the worker dies (its node crashed, or it did): the transaction aborts */
+static void
+job_die(Job *j, const char *why)
+{
+	if (j->kind == J_NONE)
+		return;
+	if (j->kind == J_CHANGE)
+	{
+		st.prop_crash++;
+		if (j->ph >= C_FRESH)
+			st.ch_fail++;
+		note(1, "change#%ld by n%d dies (%s)%s", j->no, j->id, why,
+			 nd[j->slot].t1 ? ": phase one aborts" : "");
+	}
+	else
+	{
+		st.agent_crash++;
+		note(2, "pass#%ld on n%d dies (%s)", j->no, j->id, why);
+	}
+	job_end(j);
+}
+
+/* ---- agents (agent.c: agent_check_member, agent_read, agent_introduce, agent_allocate) ---- */
+
+/* may this node open windows (agent_check_member; agent_sequences)? */
+static int
+agent_ok(int s)
+{
+	if (!nd[s].up || !nd[s].has_seq || !has_peers(s))
+		return 0;
+	if (brk == BRK_NOPENDING)
+		return in_own_view(s) || nd[s].pending;
+	return in_own_view(s) && !nd[s].pending;
+}
+
+static void
+agent_begin(Job *a)
+{
+	int			s = a->slot;
 	char		b1[32],
 				b2[LINE];
 
-	memset(a, 0, sizeof *a);
-	a->on = 1;
-	a->slot = s;
-	a->id = nd[s].id;
-	a->no = ++st.attempts;
+	a->ph = A_READ;
+	a->idx = 0;
 	a->E = nd[s].epoch;
 	a->Eid = nd[s].eid;
 	a->mem = nd[s].mem;
-	a->ph = A_READ;
+	a->won.n = 0;
+	a->wins = 0;
+	memset(a->fl, 0, sizeof a->fl);
 	a->top = nd[s].hwm;			/* the local mark, read first */
 	a->read = 1;
 	a->X = 1 + rnd(8);
+	st.attempts++;
 	note(2, "agent#%ld on n%d starts: epoch %s members %s, own hwm %lld", a->no, a->id,
 		 epstr(a->E, a->Eid, b1), set_str(&a->mem, b2, sizeof b2), (long long) a->top);
 }
 
 static void
-agent_start(Agent *a)
-{
-	int			cand[MAXN],
-				nc = 0;
-
-	for (int i = 0; i < N; i++)
-		if (agent_ok(i))
-			cand[nc++] = i;
-	if (nc > 0)
-		agent_begin(a, cand[rnd(nc)]);
-}
-
-static void
-agent_step(Agent *a)
+agent_step(Job *a)
 {
 	int			s = a->slot;
-	int			mj = maj(a->mem.n);
+	int			mj = quorum(a->mem.n);
 	char		b1[32],
 				b2[LINE],
 				how[200];
 	Msg			m;
-	i64			mark;
+	i64			res;
 	int			acc,
 				r,
 				i;
@@ -774,32 +947,31 @@ agent_step(Agent *a)
 				if (a->read < mj)
 				{
 					st.nomaj++;
-					note(1, "agent#%ld on n%d: no majority (%d of %d read in epoch %s)",
+					note(2, "agent#%ld on n%d: no majority (%d of %d read in epoch %s)",
 						 a->no, a->id, a->read, a->mem.n, epstr(a->E, a->Eid, b1));
-					a->on = 0;
+					job_end(a);
 					return;
 				}
 				note(2, "agent#%ld on n%d: read %d of %d, M=%lld", a->no, a->id, a->read,
 					 a->mem.n, (long long) a->top);
-				a->ph = BRIEF ? A_CAS : A_INTRO;
+				a->ph = A_INTRO;
 				a->idx = 0;
 				return;
 			}
 			i = a->idx++;
 			{
 				int			t = rread(s, a->mem.v[i]);
-				int			seq;
 
 				if (t < 0)
 					return;
-				seq = BRIEF || nd[t].has_seq;
-				a->fl[i] = F_REACH | (seq ? F_SEQ : 0);
-				if (nd[t].epoch == a->E && nd[t].eid == a->Eid && !nd[t].pending)
+				a->fl[i] = F_REACH | (nd[t].has_seq ? F_SEQ : 0);
+				/* in the epoch: the same (epoch, epoch_id), pending or not */
+				if ((nd[t].epoch == a->E && nd[t].eid == a->Eid) || brk == BRK_NOEPOCH)
 				{
 					a->fl[i] |= F_INEP;
 					a->read++;
-					/* a member lacking the sequence answers with its seed, if kept */
-					if ((seq || SEEDKEPT) && nd[t].hwm > a->top)
+					/* a member lacking the sequence answers with its seed */
+					if (nd[t].hwm > a->top)
 						a->top = nd[t].hwm;
 				}
 			}
@@ -821,7 +993,7 @@ agent_step(Agent *a)
 			m.to = a->mem.v[i];
 			m.M = a->top;
 			snprintf(m.from, sizeof m.from, "agent#%ld", a->no);
-			r = rcall(s, &m, &mark, &acc);
+			r = rcall(s, &m, &res, &acc);
 			if (r == R_OK)
 			{
 				a->fl[i] |= F_SEQ;
@@ -851,9 +1023,7 @@ agent_step(Agent *a)
 			m.M = a->top;
 			m.nh = a->top + a->X;
 			snprintf(m.from, sizeof m.from, "agent#%ld", a->no);
-			r = rcall(s, &m, &mark, &acc);
-			if (r == R_WAIT)
-				return;
+			r = rcall(s, &m, &res, &acc);
 			if (r == R_FAIL)
 				a->fl[i] &= (unsigned char) ~F_REACH;
 			else if (acc)
@@ -866,11 +1036,6 @@ agent_step(Agent *a)
 
 		case A_LOCAL:
 			/* this node last; the window is inserted in the same transaction */
-			if (nd[s].lock >= 0)
-			{
-				st.waits++;
-				return;
-			}
 			memset(&m, 0, sizeof m);
 			m.kind = M_CAS;
 			m.to = a->id;
@@ -879,7 +1044,7 @@ agent_step(Agent *a)
 			m.M = a->top;
 			m.nh = a->top + a->X;
 			snprintf(m.from, sizeof m.from, "agent#%ld", a->no);
-			apply(s, &m, &mark, &acc);
+			apply(s, &m, &res, &acc);
 			if (acc)
 			{
 				a->wins++;
@@ -899,21 +1064,19 @@ agent_step(Agent *a)
 			else
 			{
 				st.lost++;
-				note(1, "agent#%ld on n%d lost: won on %s, %d of %d members, M=%lld", a->no,
+				note(2, "agent#%ld on n%d lost: won on %s, %d of %d members, M=%lld", a->no,
 					 a->id, set_str(&a->won, b2, sizeof b2), a->wins, a->mem.n,
 					 (long long) a->top);
 			}
-			a->on = 0;
+			job_end(a);
 			return;
 	}
 }
 
 /*
- * Inline allocation of a node alone (catalog.c, catalog_ensure_windows): it
- * checks that the membership has one member under a share lock on the node
- * row, held until the window is in, so it is one step here, and waits while
- * an epoch change of its own node is uncommitted.  Run by the node's refill
- * worker, like the agent: never in the middle of an agent attempt there.
+ * Inline allocation of a node that was never in a group (catalog.c,
+ * catalog_ensure_windows): under a share lock on the node row, which orders
+ * it against every change of the row, so it is one step here.
  */
 static void
 inline_event(void)
@@ -925,212 +1088,81 @@ inline_event(void)
 				X = 1 + rnd(8);
 	char		how[200];
 
-	if (BRIEF)
-		return;
 	for (int i = 0; i < N; i++)
-	{
-		int			busy = 0;
-
-		if (!nd[i].up || !nd[i].has_seq || nd[i].mem.n != 1 || nd[i].lock >= 0 ||
-			(FIX(FX_QUORUM) && !in_own_view(i)))
-			continue;
-		for (int k = 0; k < K; k++)
-			if (ag[k].on && ag[k].slot == i)
-				busy = 1;
-		if (!busy)
+		if (nd[i].up && nd[i].has_seq && !has_peers(i) && nd[i].npriv < MAXPRIV)
 			cand[nc++] = i;
-	}
 	if (nc == 0)
 		return;
 	s = cand[rnd(nc)];
 	top = nd[s].hwm;
-	snprintf(how, sizeof how, "inline refill on n%d (alone), top %lld", nd[s].id,
-			 (long long) top);
+	snprintf(how, sizeof how, "inline refill on n%d (alone%s), top %lld", nd[s].id,
+			 nd[s].joined ? "" : ", its own sequence", (long long) top);
 	st.inl++;
-	note(1, "inline refill on n%d (alone) makes [%lld,%lld)", nd[s].id, (long long) top,
-		 (long long) (top + X));
+	note(1, "inline refill on n%d (alone%s) makes [%lld,%lld)", nd[s].id,
+		 nd[s].joined ? "" : ", its own sequence", (long long) top, (long long) (top + X));
 	add_window(s, top, top + X, how);
 }
 
-/* ---- membership changes (member.c: distseq_add_peer, remove_peer, member_change) ---- */
+/* ---- membership changes (change.c) ---- */
 
-enum { P_FRESH, P_VOTE, P_LOCAL, P_ADOPT, P_COMMIT, P_REVERT, P_SEED };
-enum { OP_ADD = 1, OP_REMOVE };
-
-typedef struct
-{
-	int			on, slot, id, op, ntg, tg[2], tent, ph, idx, seedok, dormant, tries;
-	long		no;
-	i64			E, seed;
-	u64			Eid, nid;
-	Set			Mold, Mnew, rv, acc, sl;
-} Prop;
-
-static Prop pr[MAXPROP];
-
-/*
- * The proposers' logs: the changes that committed (the proposer moved
- * itself).  A node in the epoch of a change can ask its proposer how it
- * ended (resume fix).
- */
-static u64 *committed;
-static int	ncommitted, capcommitted;
-
-static void
-log_commit(u64 nid)
-{
-	if (ncommitted == capcommitted)
-	{
-		capcommitted = capcommitted ? capcommitted * 2 : 256;
-		committed = realloc(committed, sizeof(u64) * (size_t) capcommitted);
-		if (!committed)
-			abort();
-	}
-	committed[ncommitted++] = nid;
-}
-
-static int
-was_committed(u64 nid)
-{
-	for (int i = ncommitted - 1; i >= 0; i--)
-		if (committed[i] == nid)
-			return 1;
-	return 0;
-}
-
-static int
-prop_on(int s)
-{
-	for (int j = 0; j < NP; j++)
-		if (pr[j].on && pr[j].slot == s)
-			return 1;
-	return 0;
-}
+static long job_no;
 
 static int
 prop_ok(int s)
 {
-	if (!nd[s].up || !nd[s].joined || prop_on(s))
-		return 0;
-	if (nd[s].pending || !in_own_view(s))
-		return 0;
-	return 1;
+	return nd[s].up && nd[s].job < 0 && nd[s].joined && !nd[s].pending;
 }
 
+/* distseq_change_run: a change asked of slot s (op, target node id) */
 static void
-prop_end(Prop *p, int ok, const char *why)
+change_begin(int s, int op, int tg)
 {
+	Job		   *p = &jb[s];
 	char		b1[32],
-				b1b[32],
 				b2[LINE];
 
-	if (p->tent)
-	{
-		nd[p->slot].lock = -1;
-		p->tent = 0;
-	}
-	p->on = 0;
-	if (ok)
-	{
-		st.ch_ok++;
-		st.last_change = step_no;
-	}
-	else
-		st.ch_fail++;
-	note(1, "change#%ld by n%d %s: %s -> %s %s%s%s", p->no, p->id,
-		 ok ? "SUCCEEDED" : "FAILED", epstr(p->E, p->Eid, b1),
-		 set_str(&p->Mnew, b2, sizeof b2), epstr(p->E + 1, p->nid, b1b),
-		 why ? ": " : "", why ? why : "");
-}
-
-/*
- * The proposer dies.  impl: nothing more happens (an uncommitted move of its
- * own node rolls back).  With the resume fix the change was logged on its
- * node first, and resumes when that node is up: it reverts every voter (a
- * revert is a compare-and-set, harmless where the move never happened), or
- * finishes seeding when it had moved itself.
- */
-static void
-prop_die(Prop *p, const char *why)
-{
-	st.prop_crash++;
-	if (!FIX(FX_RESUME) || p->ph == P_FRESH)
-	{
-		prop_end(p, 0, why);
-		return;
-	}
-	if (p->tent)
-	{
-		nd[p->slot].lock = -1;
-		p->tent = 0;
-	}
-	if (p->ph != P_SEED)
-	{
-		p->ph = P_REVERT;
-		p->acc = p->rv;
-		p->idx = 0;
-	}
-	p->dormant = 1;
-	note(1, "change#%ld by n%d: proposer dies (%s); will resume", p->no, p->id, why);
-}
-
-/* start a change by slot s: op, and the ids of its ntg targets */
-static void
-prop_begin(Prop *p, int s, int op, const int *tg, int ntg)
-{
-	char		b1[32],
-				b1b[32],
-				b2[LINE],
-				b3[LINE];
-
 	memset(p, 0, sizeof *p);
+	p->kind = J_CHANGE;
 	p->slot = s;
 	p->id = nd[s].id;
+	p->no = ++job_no;
+	p->op = op;
+	p->tg = tg;
 	p->E = nd[s].epoch;
 	p->Eid = nd[s].eid;
-	p->Mold = nd[s].mem;
-	p->op = op;
-	p->ntg = ntg;
-	p->Mnew = p->Mold;
-	for (int k = 0; k < ntg; k++)
-	{
-		p->tg[k] = tg[k];
-		if (op == OP_ADD)
-			set_add(&p->Mnew, tg[k]);
-		else
-			set_del(&p->Mnew, tg[k]);
-	}
-	/* fixed: the one removed of two members votes too, first */
-	if (FIX(FX_QUORUM) && p->op == OP_REMOVE && p->Mold.n == 2)
-		set_add(&p->rv, p->tg[0]);
-	for (int i = 0; i < p->Mnew.n; i++)
-		if (p->Mnew.v[i] != p->id && set_has(&p->Mold, p->Mnew.v[i]))
-			set_add(&p->rv, p->Mnew.v[i]);
+	p->mem = nd[s].mem;			/* E0's members */
+	p->c.pE = p->E;
+	p->c.pid = p->Eid;
+	p->c.pmem = p->mem;
+	p->c.E = p->E + 1;
 	do
-		p->nid = rnd64() >> 1;
-	while (p->nid == 0);
-	p->on = 1;
-	p->no = ++st.ch_start;
+		p->c.id = rnd64() >> 1;
+	while (p->c.id == 0);
+	p->c.mem = p->mem;
+	if (op == OP_ADD)
+		set_add(&p->c.mem, tg);
+	else
+		set_del(&p->c.mem, tg);
+	nd[s].job = s;
+	nd[s].t1 = 1;				/* change_lock, until phase one commits or aborts */
+	p->ph = op == OP_ADD ? C_FRESH : C_VOTE;
+	st.ch_start++;
 	if (step_no >= burst_until && chance(0.1))
 		burst_until = step_no + 8 * (N + 4);
-	p->ph = p->op == OP_ADD ? P_FRESH : P_VOTE;
-	note(1, "change#%ld by n%d starts: %s n%d%s%s, epoch %s %s -> %s %s, voters %s + itself",
-		 p->no, p->id, p->op == OP_ADD ? "add" : "remove", p->tg[0], p->ntg > 1 ? " and n" : "",
-		 p->ntg > 1 ? (snprintf(b3, 16, "%d", p->tg[1]), b3) : "",
-		 epstr(p->E, p->Eid, b1), set_str(&p->Mold, b2, 100),
-		 epstr(p->E + 1, p->nid, b1b), set_str(&p->Mnew, b2 + 100, 100),
-		 set_str(&p->rv, b2 + 200, sizeof b2 - 200));
+	note(1, "change#%ld by n%d starts: %s n%d, epoch %s %s -> %s", p->no, p->id,
+		 op == OP_ADD ? "add" : "remove", tg, epstr(p->E, p->Eid, b1),
+		 set_str(&p->mem, b2, 120), epstr(p->c.E, p->c.id, b1 + 16));
+	note(1, "change#%ld: new members %s", p->no, set_str(&p->c.mem, b2, sizeof b2));
 }
 
-static void
-prop_start(Prop *p)
+/* a change by some node that may run one, on a random target */
+static int
+change_start(void)
 {
 	int			cand[MAXN],
 				nc = 0,
 				s,
-				op,
-				ntg = 1,
-				tg[2];
+				op;
 	int			addc[MAXN],
 				na = 0;
 	Set			remc;
@@ -1149,7 +1181,7 @@ prop_start(Prop *p)
 				cand[nc++] = i;
 	}
 	if (nc == 0)
-		return;
+		return -1;
 	s = cand[rnd(nc)];
 	old = &nd[s].mem;
 	/* joiners: usually fresh machines, sometimes anyone (refused unless fresh) */
@@ -1157,8 +1189,7 @@ prop_start(Prop *p)
 		int			freshonly = chance(0.9);
 
 		for (int t = 0; t < N; t++)
-			if (t != s && !set_has(old, nd[t].id) &&
-				(!freshonly || (nd[t].epoch == 0 && !nd[t].joined)))
+			if (t != s && !set_has(old, nd[t].id) && (!freshonly || !nd[t].joined))
 				addc[na++] = t;
 	}
 	remc = *old;
@@ -1167,427 +1198,423 @@ prop_start(Prop *p)
 		na = 0;
 	if (!(opt_ops & 2))
 		remc.n = 0;
-	if (na > 0 && (remc.n == 0 || chance(old->n < (N * 2) / 3 ? 0.8 : 0.3)))
+	if (na > 0 && (remc.n == 0 || chance(old->n < (N * 2) / 3 ? 0.75 : 0.3)))
 		op = OP_ADD;
 	else if (remc.n > 0)
 		op = OP_REMOVE;
 	else
-		return;
-	if (brk == BRK_ALLATONCE && chance(0.5) && (op == OP_ADD ? na : remc.n) >= 2)
-		ntg = 2;
-	for (int k = 0; k < ntg; k++)
-	{
-		if (op == OP_ADD)
-		{
-			int			j = rnd(na);
-
-			tg[k] = nd[addc[j]].id;
-			addc[j] = addc[--na];
-		}
-		else
-		{
-			tg[k] = remc.v[rnd(remc.n)];
-			set_del(&remc, tg[k]);
-		}
-	}
-	prop_begin(p, s, op, tg, ntg);
+		return -1;
+	change_begin(s, op, op == OP_ADD ? nd[addc[rnd(na)]].id : remc.v[rnd(remc.n)]);
+	return s;
 }
 
-/* the proposer moves itself: the change commits */
 static void
-apply_view(Node *n, const Prop *p)
+change_fail(Job *p, const char *why)
 {
-	n->epoch = p->E + 1;
-	n->eid = p->nid;
-	n->mem = p->Mnew;
-	n->prop = -1;
-	log_commit(p->nid);
+	st.ch_fail++;
+	note(1, "change#%ld by n%d FAILED: %s", p->no, p->id, why);
+	job_end(p);
+}
+
+/* phase two is over for this job: a pass goes on to the recovery */
+static void
+fin_done(Job *j)
+{
+	if (j->kind == J_CHANGE)
+		job_end(j);
+	else
+	{
+		j->ph = PH_REC;
+		j->idx = 0;
+	}
+}
+
+/* an error in change_finish: the transaction, and a pass, fail */
+static void
+fin_error(Job *j, const char *what)
+{
+	char		b1[32];
+
+	if (j->kind == J_PASS)
+		st.wedged++;
+	note(1, "%s#%ld on n%d: ERROR in phase two of %s: %s%s", j->kind == J_PASS ? "pass" : "change",
+		 j->no, j->id, epstr(j->c.E, j->c.id, b1), what,
+		 j->kind == J_PASS ? " (the whole agent pass fails)" : "");
+	job_end(j);
 }
 
 static void
-prop_step(Prop *p)
+fin_step(Job *j)
+{
+	int			s = j->slot;
+	Node	   *n = &nd[s];
+	Msg			m;
+	i64			res;
+	int			acc,
+				r,
+				id;
+	char		b1[32];
+
+	switch (j->ph)
+	{
+		case PH_FIN:
+			if (!n->chg)
+			{
+				fin_done(j);
+				return;
+			}
+			j->c = n->ch;
+			j->got = 0;
+			j->failed = 0;
+			j->mark = 0;
+			j->idx = 0;
+			if (FIX(FX_FINISH) && (n->epoch != j->c.E || n->eid != j->c.id))
+			{
+				note(1, "n%d: its change to %s is superseded here; finished", n->id,
+					 epstr(j->c.E, j->c.id, b1));
+				n->chg = 0;
+				fin_done(j);
+				return;
+			}
+			st.p2_runs++;
+			j->ph = PH_MARKS;
+			return;
+
+		case PH_MARKS:
+			if (j->idx < j->c.pmem.n)
+			{
+				id = j->c.pmem.v[j->idx++];
+				if (id == n->id)
+				{
+					if (n->epoch != j->c.E || n->eid != j->c.id)
+					{
+						fin_error(j, "this node is not in that membership (change_marks)");
+						return;
+					}
+					j->got++;
+					if (n->hwm > j->mark)
+						j->mark = n->hwm;
+					return;
+				}
+				memset(&m, 0, sizeof m);
+				m.kind = M_MARKS;
+				m.to = id;
+				m.E2 = j->c.E;
+				m.id2 = j->c.id;
+				snprintf(m.from, sizeof m.from, "phase two of n%d", n->id);
+				r = rcall(s, &m, &res, &acc);
+				if (r == R_OK && acc)
+				{
+					j->got++;
+					if (res > j->mark)
+						j->mark = res;
+				}
+				return;
+			}
+			if (j->got < (brk == BRK_FEWMARKS ? 1 : j->c.pmem.n - quorum(j->c.pmem.n) + 1))
+			{
+				st.p2_fewmarks++;
+				note(1, "n%d: phase two of %s: only %d of %d former members gave marks",
+					 n->id, epstr(j->c.E, j->c.id, b1), j->got, j->c.pmem.n);
+				fin_done(j);
+				return;
+			}
+			note(1, "n%d: phase two of %s: marks from %d of %d former members, largest %lld",
+				 n->id, epstr(j->c.E, j->c.id, b1), j->got, j->c.pmem.n, (long long) j->mark);
+			j->ph = PH_ACT;
+			j->idx = 0;
+			return;
+
+		case PH_ACT:
+			while (j->idx < j->c.mem.n && j->c.mem.v[j->idx] == n->id)
+				j->idx++;
+			if (j->idx >= j->c.mem.n)
+			{
+				j->ph = PH_SELF;
+				return;
+			}
+			memset(&m, 0, sizeof m);
+			m.kind = M_ACT;
+			m.to = j->c.mem.v[j->idx++];
+			m.E = j->c.pE;
+			m.Eid = j->c.pid;
+			m.E2 = j->c.E;
+			m.id2 = j->c.id;
+			m.set = j->c.mem;
+			m.mark = j->mark;
+			snprintf(m.from, sizeof m.from, "phase two of n%d", n->id);
+			r = rcall(s, &m, &res, &acc);
+			if (r != R_OK || !acc)
+			{
+				j->failed++;
+				note(1, "n%d: phase two of %s: activation of n%d failed", n->id,
+					 epstr(j->c.E, j->c.id, b1), m.to);
+			}
+			else
+				note(1, "n%d: phase two of %s: n%d active, mark %lld", n->id,
+					 epstr(j->c.E, j->c.id, b1), m.to, (long long) j->mark);
+			return;
+
+		case PH_SELF:
+			memset(&m, 0, sizeof m);
+			m.kind = M_ACT;
+			m.E = j->c.pE;
+			m.Eid = j->c.pid;
+			m.E2 = j->c.E;
+			m.id2 = j->c.id;
+			if (!act_ok(s, &m))
+			{
+				fin_error(j, "this node cannot take that membership (change_activate)");
+				return;
+			}
+			activate(s, j->c.E, j->c.id, &j->c.mem, j->mark, "phase two");
+			if (j->failed == 0)
+			{
+				n->chg = 0;
+				st.p2_done++;
+				note(1, "n%d: change to %s finished", n->id, epstr(j->c.E, j->c.id, b1));
+			}
+			else
+			{
+				st.p2_actfail++;
+				note(1, "n%d: active in %s; %d members not yet", n->id,
+					 epstr(j->c.E, j->c.id, b1), j->failed);
+			}
+			fin_done(j);
+			return;
+	}
+}
+
+static void
+change_step(Job *p)
 {
 	int			s = p->slot;
 	Node	   *n = &nd[s];
 	Msg			m;
-	i64			mark;
+	i64			res;
 	int			acc,
-				r;
-	char		why[200];
+				r,
+				t;
+	char		why[200],
+				b1[32];
 
-	if (p->dormant)
+	if (p->ph < C_FRESH)
 	{
-		if (!n->up)
-			return;
-		p->dormant = 0;
-		note(1, "change#%ld by n%d resumes: %s", p->no, p->id,
-			 p->ph == P_SEED ? "seeding" : "reverting every voter");
+		fin_step(p);
+		return;
 	}
 	memset(&m, 0, sizeof m);
 	snprintf(m.from, sizeof m.from, "change#%ld", p->no);
 	switch (p->ph)
 	{
-		case P_FRESH:
+		case C_FRESH:
+			/* change_add: the joiner is asked whether it is fresh */
+			t = rread(s, p->tg);
+			if (t < 0)
 			{
-				int			d = p->tg[p->idx];
-				int			t = rread(s, d);
-
-				if (t < 0)
-				{
-					snprintf(why, sizeof why, "joiner n%d unreachable", d);
-					prop_end(p, 0, why);
-					return;
-				}
-				/* distseq_add_peer: epoch 0, one member, no windows */
-				if (nd[t].epoch != 0 || nd[t].mem.n != 1 || nd[t].nwin != 0)
-				{
-					snprintf(why, sizeof why, "n%d is not fresh", d);
-					prop_end(p, 0, why);
-					return;
-				}
-				if (++p->idx == p->ntg)
-				{
-					p->ph = P_VOTE;
-					p->idx = 0;
-				}
+				snprintf(why, sizeof why, "joiner n%d unreachable", p->tg);
+				change_fail(p, why);
 				return;
 			}
-
-		case P_VOTE:
-			if (p->idx >= p->rv.n)
+			if (!is_fresh(t))
 			{
-				p->ph = P_LOCAL;
+				snprintf(why, sizeof why, "n%d is not fresh", p->tg);
+				change_fail(p, why);
 				return;
 			}
-			m.kind = M_EPOCH;
-			m.to = p->rv.v[p->idx];
-			m.E = p->E;
-			m.Eid = p->Eid;
-			m.E2 = p->E + 1;
-			m.id2 = p->nid;
-			m.set = p->Mnew;
-			m.pend = FIX(FX_SEED) && brk != BRK_NOPENDING;
-			m.prop = p->id;
-			r = rcall(s, &m, &mark, &acc);
-			if (r == R_WAIT)
-				return;
-			if (r == R_FAIL || !acc)
-			{
-				/* every voter tried is put back: it may have moved (a lost reply) */
-				set_add(&p->acc, m.to);
-				note(1, "change#%ld by n%d: voter n%d %s; reverting the %d tried", p->no, p->id,
-					 m.to, r == R_FAIL ? "unreachable" : "refused", p->acc.n);
-				p->ph = P_REVERT;
-				p->idx = 0;
-				return;
-			}
-			note(1, "change#%ld by n%d: voter n%d moved, returned hwm %lld", p->no, p->id,
-				 m.to, (long long) mark);
-			set_add(&p->acc, m.to);
-			if (mark >= 0)
-			{
-				if (!p->seedok || mark > p->seed)
-					p->seed = mark;
-				p->seedok = 1;
-			}
-			p->idx++;
-			return;
-
-		case P_LOCAL:
-			if (n->epoch != p->E || n->eid != p->Eid || n->pending)
-			{
-				note(1, "change#%ld by n%d: its own node moved on; reverting %d", p->no, p->id,
-					 p->acc.n);
-				p->ph = P_REVERT;
-				p->idx = 0;
-				return;
-			}
-			if (keeps_mark(s))
-			{
-				if (!p->seedok || n->hwm > p->seed)
-					p->seed = n->hwm;
-				p->seedok = 1;
-			}
-			if (BRIEF)
-			{
-				apply_view(n, p);
-				note(1, "change#%ld by n%d: moved itself; seed %lld", p->no, p->id,
-					 (long long) p->seed);
-				if (p->op == OP_ADD)
-				{
-					p->ph = P_ADOPT;
-					p->idx = 0;
-				}
-				else
-					prop_end(p, 1, NULL);
-				return;
-			}
-			if (!FIX(FX_SEED))
-			{
-				/* member_epoch_cas in the caller's transaction: locked, not committed */
-				p->tent = 1;
-				n->lock = (int) (p - pr);
-				note(1, "change#%ld by n%d: moved itself (uncommitted); seed %lld", p->no,
-					 p->id, (long long) p->seed);
-				p->ph = p->op == OP_ADD ? P_ADOPT : P_COMMIT;
-				p->idx = 0;
-				return;
-			}
-			/* fixed: move, take the largest mark, and be seeded, in one step */
-			apply_view(n, p);
-			n->pending = 0;
-			if (brk != BRK_NOSEED && p->seedok && keeps_mark(s) && p->seed > n->hwm)
-				set_hwm(s, p->seed);
-			if (n->hwm > p->seed)
-				p->seed = n->hwm;
-			note(1, "change#%ld by n%d: moved itself, seed %lld", p->no, p->id,
-				 (long long) p->seed);
-			p->sl.n = 0;
-			for (int i = 0; i < p->rv.n; i++)
-				if (set_has(&p->Mnew, p->rv.v[i]))
-					set_add(&p->sl, p->rv.v[i]);
-			p->ph = P_SEED;
+			p->ph = C_VOTE;
 			p->idx = 0;
 			return;
 
-		case P_ADOPT:
-			m.kind = M_ADOPT;
-			m.to = p->tg[p->idx];
-			m.E2 = p->E + 1;
-			m.id2 = p->nid;
-			m.set = p->Mnew;
-			m.seed = p->seed;
-			m.seedok = p->seedok;
-			r = rcall(s, &m, &mark, &acc);
-			if (r == R_WAIT)
-				return;
-			if (r == R_FAIL || !acc)
+		case C_VOTE:
+			while (p->idx < p->mem.n && p->mem.v[p->idx] == p->id)
+				p->idx++;
+			if (p->idx >= p->mem.n)
 			{
-				st.adopt_fail++;
-				if (!BRIEF)
-				{
-					/* its own move is rolled back with its transaction; the voters reverted */
-					note(1, "change#%ld by n%d: adopt on n%d failed; rolls back, reverting %d",
-						 p->no, p->id, m.to, p->acc.n);
-					n->lock = -1;
-					p->tent = 0;
-					p->ph = P_REVERT;
-					p->idx = 0;
-					return;
-				}
-				note(1, "change#%ld by n%d: adopt on n%d failed, it stays outside", p->no,
-					 p->id, m.to);
+				p->ph = C_DECIDE;
+				return;
+			}
+			m.kind = M_EPOCH;
+			m.to = p->mem.v[p->idx++];
+			m.E = p->E;
+			m.Eid = p->Eid;
+			m.E2 = p->c.E;
+			m.id2 = p->c.id;
+			m.set = p->c.mem;
+			m.prop = p->id;
+			r = rcall(s, &m, &res, &acc);
+			if (r == R_OK && acc)
+			{
+				p->cnt++;
+				set_add(&p->moved, m.to);
+				note(1, "change#%ld by n%d: n%d moved (pending)", p->no, p->id, m.to);
 			}
 			else
-				note(1, "change#%ld by n%d: n%d adopted the membership, seed %lld", p->no,
-					 p->id, m.to, (long long) p->seed);
-			if (++p->idx < p->ntg)
-				return;
-			if (!BRIEF)
-				p->ph = P_COMMIT;
-			else
-				prop_end(p, 1, NULL);
+				note(1, "change#%ld by n%d: n%d %s", p->no, p->id, m.to,
+					 r == R_OK ? "refused" : "did not answer");
 			return;
 
-		case P_COMMIT:
-			apply_view(n, p);
-			n->lock = -1;
-			p->tent = 0;
-			prop_end(p, 1, NULL);
-			return;
-
-		case P_REVERT:
-			if (p->idx >= p->acc.n)
+		case C_DECIDE:
+			if (p->cnt + 1 < (brk == BRK_NOQUORUM ? 1 : quorum(p->mem.n)))
 			{
-				prop_end(p, 0, NULL);
+				note(1, "change#%ld by n%d: %d of %d moved, %d needed; reverting %d", p->no,
+					 p->id, p->cnt + 1, p->mem.n, quorum(p->mem.n), p->moved.n);
+				p->ph = C_REVERT;
+				p->idx = 0;
+				return;
+			}
+			/* change_move on this node, in T1 */
+			if (n->epoch != p->E || n->eid != p->Eid || n->pending)
+			{
+				change_fail(p, "its own node moved on (no revert: left to recovery)");
+				return;
+			}
+			n->pepoch = n->epoch;
+			n->peid = n->eid;
+			n->pmem = n->mem;
+			n->epoch = p->c.E;
+			n->eid = p->c.id;
+			n->mem = p->c.mem;
+			n->pending = 1;
+			n->prop = n->id;
+			n->chg = 1;			/* earlier rows finished: superseded */
+			n->ch = p->c;
+			if (p->op == OP_REMOVE)
+				set_add(&n->forgot, p->tg);
+			log_decided(n->id, p->c.id);
+			n->t1 = 0;			/* commit: decided */
+			st.ch_ok++;
+			st.last_change = step_no;
+			note(1, "change#%ld by n%d DECIDED: %s, %d of %d moved", p->no, p->id,
+				 epstr(p->c.E, p->c.id, b1), p->cnt + 1, p->mem.n);
+			p->ph = PH_FIN;
+			return;
+
+		case C_REVERT:
+			if (p->idx >= p->moved.n)
+			{
+				change_fail(p, "no majority");
 				return;
 			}
 			m.kind = M_REVERT;
-			m.to = p->acc.v[p->idx];
-			m.E = p->E;
-			m.Eid = p->Eid;
-			m.E2 = p->E + 1;
-			m.id2 = p->nid;
-			m.set = p->Mold;
-			r = rcall(s, &m, &mark, &acc);
-			if (r == R_WAIT)
-				return;
-			if (r == R_FAIL && FIX(FX_RESUME) && ++p->tries < 40)
-				return;			/* try that one again later */
-			if (r == R_FAIL || !acc)
+			m.to = p->moved.v[p->idx++];
+			m.E2 = p->c.E;
+			m.id2 = p->c.id;
+			r = rcall(s, &m, &res, &acc);
+			if (r != R_OK || !acc)
 			{
 				st.revert_fail++;
-				note(1, "change#%ld by n%d: revert of n%d failed, it stays in %llx", p->no,
-					 p->id, m.to, (unsigned long long) (p->nid & 0xffff));
+				note(1, "change#%ld by n%d: revert of n%d failed", p->no, p->id, m.to);
 			}
-			else
-				note(1, "change#%ld by n%d: n%d reverted", p->no, p->id, m.to);
-			p->idx++;
-			return;
-
-		case P_SEED:
-			if (p->idx >= p->sl.n + (p->op == OP_ADD ? p->ntg : 0))
-			{
-				prop_end(p, 1, NULL);
-				return;
-			}
-			if (p->idx < p->sl.n)
-			{
-				m.kind = M_SEED;
-				m.to = p->sl.v[p->idx];
-			}
-			else
-			{
-				m.kind = M_ADOPT;
-				m.to = p->tg[p->idx - p->sl.n];
-				m.set = p->Mnew;
-				m.seedok = 1;
-			}
-			m.E2 = p->E + 1;
-			m.id2 = p->nid;
-			m.seed = p->seed;
-			r = rcall(s, &m, &mark, &acc);
-			if (r == R_WAIT)
-				return;
-			if (r == R_FAIL || !acc)
-			{
-				st.seed_fail++;
-				if (m.kind == M_ADOPT)
-					st.adopt_fail++;
-				note(1, "change#%ld by n%d: %s of n%d failed (it stays %s)", p->no, p->id,
-					 msg_names[m.kind], m.to, m.kind == M_ADOPT ? "outside" : "pending");
-			}
-			else
-				note(1, "change#%ld by n%d: %s n%d with %lld", p->no, p->id,
-					 m.kind == M_ADOPT ? "adopt + seed" : "seeded", m.to, (long long) p->seed);
-			p->idx++;
 			return;
 	}
 }
 
-/*
- * Repairs.  Resume fix: a node in the epoch of a change asks the change's
- * proposer how it ended: committed, it is seeded with the proposer's mark
- * (at least the seed: the proposer raised itself to it when it moved); failed
- * (not committed, no longer running), it goes back to the epoch before; a
- * member that a seeded member lists but that is still in an older epoch (a
- * joiner whose adopt failed) adopts that epoch with that member's mark.
- * Seed fix: a pending member is seeded by a seeded member of its epoch.
- */
-static void
-repair_event(void)
+/* ---- an agent pass (distseq_agent_run): change_resume, then the agent ---- */
+
+static int
+pass_ok(int s)
 {
-	int			cand[MAXN],
-				nc = 0,
-				q,
-				t;
-	int			kind = rnd(3);
+	return nd[s].up && nd[s].job < 0 && has_peers(s);
+}
 
-	if (kind == 0 && FIX(FX_RESUME))
+static void
+pass_begin(int s)
+{
+	Job		   *j = &jb[s];
+
+	memset(j, 0, sizeof *j);
+	j->kind = J_PASS;
+	j->slot = s;
+	j->id = nd[s].id;
+	j->no = ++job_no;
+	j->ph = PH_FIN;
+	nd[s].job = s;
+}
+
+static void
+pass_step(Job *j)
+{
+	int			s = j->slot;
+	Node	   *n = &nd[s];
+	Msg			m;
+	i64			res;
+	int			acc,
+				r;
+	char		b1[32];
+
+	if (j->ph < PH_REC)
 	{
-		/* ask the proposer */
-		for (int i = 0; i < N; i++)
-			if (nd[i].up && nd[i].prop >= 0)
-				cand[nc++] = i;
-		if (nc == 0)
-			return;
-		q = cand[rnd(nc)];
-		t = rread(q, nd[q].prop);
-		if (t < 0)
-			return;
-		if (was_committed(nd[q].eid))
-		{
-			st.repairs++;
-			note(1, "repair: n%d asks n%d: change %04llx committed; seeded with %lld", nd[q].id,
-				 nd[t].id, (unsigned long long) (nd[q].eid & 0xffff), (long long) nd[t].hwm);
-			if (brk != BRK_NOSEED && keeps_mark(q) && nd[t].hwm > nd[q].hwm)
-				set_hwm(q, nd[t].hwm);
-			nd[q].pending = 0;
-			nd[q].prop = -1;
-			return;
-		}
-		for (int j = 0; j < NP; j++)
-			if (pr[j].on && pr[j].slot == t && pr[j].nid == nd[q].eid)
-				return;			/* still running: ask again later */
-		st.repairs++;
-		note(1, "repair: n%d asks n%d: change %04llx failed; back to epoch %lld", nd[q].id,
-			 nd[t].id, (unsigned long long) (nd[q].eid & 0xffff), (long long) nd[q].oepoch);
-		nd[q].epoch = nd[q].oepoch;
-		nd[q].eid = nd[q].oeid;
-		nd[q].mem = nd[q].omem;
-		nd[q].pending = 0;
-		nd[q].prop = -1;
+		fin_step(j);
 		return;
 	}
-	if (kind == 1 && FIX(FX_RESUME))
+	if (j->ph > PH_AGENT)
 	{
-		/* a member left behind adopts */
-		Msg			m;
-		i64			mark;
-		int			acc;
-
-		for (int i = 0; i < N; i++)
-			if (nd[i].up && !nd[i].pending && nd[i].joined && in_own_view(i) && nd[i].mem.n > 1)
-				cand[nc++] = i;
-		if (nc == 0)
-			return;
-		q = cand[rnd(nc)];
-		t = rread(q, nd[q].mem.v[rnd(nd[q].mem.n)]);
-		if (t < 0 || t == q || nd[t].epoch >= nd[q].epoch)
-			return;
-		memset(&m, 0, sizeof m);
-		m.kind = M_ADOPT;
-		m.to = nd[t].id;
-		m.E2 = nd[q].epoch;
-		m.id2 = nd[q].eid;
-		m.set = nd[q].mem;
-		m.seed = nd[q].hwm;
-		m.seedok = 1;
-		snprintf(m.from, sizeof m.from, "repair by n%d", nd[q].id);
-		if (rcall(q, &m, &mark, &acc) == R_OK && acc)
-		{
-			st.repairs++;
-			note(1, "repair: n%d (behind) adopts the epoch of n%d with %lld",
-				 m.to, nd[q].id, (long long) m.seed);
-		}
+		agent_step(j);
 		return;
 	}
-	if (kind != 2 || !FIX(FX_SEED))
+	if (j->ph == PH_REC)
+	{
+		n->wedged = 0;
+		if (!n->pending || n->prop == n->id)
+		{
+			j->ph = PH_AGENT;
+			return;
+		}
+		if (brk != BRK_BLINDREVERT)
+		{
+			memset(&m, 0, sizeof m);
+			m.kind = M_DECIDED;
+			m.to = n->prop;
+			m.E2 = n->epoch;
+			m.id2 = n->eid;
+			snprintf(m.from, sizeof m.from, "recovery of n%d", n->id);
+			r = rcall(s, &m, &res, &acc);
+			if (r == R_WAIT)
+				return;
+			if (r != R_OK)
+			{
+				j->ph = PH_AGENT;
+				return;
+			}
+			if (res == 1)
+			{
+				note(2, "n%d: its pending change %s was decided by n%d: waits", n->id,
+					 epstr(n->epoch, n->eid, b1), n->prop);
+				j->ph = PH_AGENT;
+				return;
+			}
+		}
+		st.reverted++;
+		note(1, "n%d: change %s of n%d was not decided: back to %s", n->id,
+			 epstr(n->epoch, n->eid, b1), n->prop, epstr(n->pepoch, n->peid, b1 + 16));
+		n->epoch = n->pepoch;
+		n->eid = n->peid;
+		n->mem = n->pmem;
+		n->pending = 0;
+		n->prop = -1;
+		j->ph = PH_AGENT;
 		return;
-	for (int i = 0; i < N; i++)
-		if (nd[i].up && nd[i].pending && in_own_view(i) && nd[i].mem.n > 1)
-			cand[nc++] = i;
-	if (nc == 0)
+	}
+	/* PH_AGENT */
+	if (!agent_ok(s))
+	{
+		job_end(j);
 		return;
-	q = cand[rnd(nc)];
-	t = rread(q, nd[q].mem.v[rnd(nd[q].mem.n)]);
-	if (t < 0 || t == q || nd[t].epoch != nd[q].epoch || nd[t].eid != nd[q].eid || nd[t].pending)
-		return;
-	st.repairs++;
-	note(1, "repair: n%d (pending) seeded from n%d with %lld", nd[q].id, nd[t].id,
-		 (long long) nd[t].hwm);
-	if (brk != BRK_NOSEED && keeps_mark(q) && nd[t].hwm > nd[q].hwm)
-		set_hwm(q, nd[t].hwm);
-	nd[q].pending = 0;
-	nd[q].prop = -1;
+	}
+	agent_begin(j);
+}
+
+static void
+job_step(Job *j)
+{
+	if (j->kind == J_CHANGE)
+		change_step(j);
+	else if (j->kind == J_PASS)
+		pass_step(j);
 }
 
 /* ---- faults ---- */
-
-static void
-kill_node_work(int s, const char *why)
-{
-	for (int k = 0; k < K; k++)
-		if (ag[k].on && ag[k].slot == s)
-		{
-			ag[k].on = 0;
-			st.agent_crash++;
-			note(2, "agent#%ld dies (%s)", ag[k].no, why);
-		}
-	for (int j = 0; j < NP; j++)
-		if (pr[j].on && pr[j].slot == s && !pr[j].dormant)
-			prop_die(&pr[j], why);
-}
 
 static void
 crash_event(void)
@@ -1609,7 +1636,8 @@ crash_event(void)
 	s = rnd(N);
 	if (!nd[s].up)
 		return;
-	kill_node_work(s, "its node crashed");
+	if (nd[s].job >= 0)
+		job_die(&jb[s], "its node crashed");
 	nd[s].up = 0;
 	st.crashes++;
 	note(1, "n%d CRASHES", nd[s].id);
@@ -1669,7 +1697,7 @@ msg_event(void)
 				t,
 				r,
 				acc;
-	i64			mark;
+	i64			res;
 	Msg			m;
 
 	if (nmsg == 0)
@@ -1685,36 +1713,25 @@ msg_event(void)
 		msgs[i] = msgs[--nmsg];
 		return;
 	}
-	r = apply(t, &m, &mark, &acc);
+	r = apply(t, &m, &res, &acc);
 	if (r == R_WAIT)
 		return;
 	st.delivered++;
-	note(1, "  %s to n%d from %s: arrives late, %s (node now epoch %lld hwm %lld)",
+	note(1, "  %s to n%d from %s: arrives late, %s (node now epoch %lld%s hwm %lld)",
 		 msg_names[m.kind], m.to, m.from, acc ? "done" : "refused",
-		 (long long) nd[t].epoch, (long long) nd[t].hwm);
+		 (long long) nd[t].epoch, nd[t].pending ? " pending" : "", (long long) nd[t].hwm);
 	msgs[i] = msgs[--nmsg];
 }
 
+/* a worker dies on its own (an error, a restart): its job aborts */
 static void
-agent_crash_event(void)
+worker_crash_event(int changes)
 {
-	int			k = rnd(K);
+	int			k = changes ? rnd(NP) : rnd(K);
+	int			s = changes ? pr[k] : ag[k];
 
-	if (ag[k].on)
-	{
-		ag[k].on = 0;
-		st.agent_crash++;
-		note(1, "agent#%ld on n%d dies (phase %d)", ag[k].no, ag[k].id, ag[k].ph);
-	}
-}
-
-static void
-prop_crash_event(void)
-{
-	int			j = rnd(NP);
-
-	if (pr[j].on && !pr[j].dormant)
-		prop_die(&pr[j], "its proposer died");
+	if (s >= 0)
+		job_die(&jb[s], changes ? "its worker died" : "its worker died");
 }
 
 /*
@@ -1727,104 +1744,91 @@ wipe_event(void)
 	int			s = rnd(N),
 				others = 0;
 
-	if (!nd[s].joined || prop_on(s))
+	if (!nd[s].joined || nd[s].job >= 0 || s == 0)
 		return;
 	for (int t = 0; t < N; t++)
 	{
 		if (t == s)
 			continue;
-		if (set_has(&nd[t].mem, nd[s].id))
+		if (set_has(&nd[t].mem, nd[s].id) || set_has(&nd[t].pmem, nd[s].id) ||
+			(nd[t].chg && set_has(&nd[t].ch.mem, nd[s].id)))
 			return;
 		if (nd[t].joined && in_own_view(t))
 			others++;
 	}
 	if (others == 0)
 		return;
-	kill_node_work(s, "wiped");
 	note(1, "n%d is wiped and comes back fresh as n%d", nd[s].id, nids);
 	idslot[nd[s].id] = -1;
 	memset(&nd[s], 0, sizeof nd[s]);
 	nd[s].id = new_id(s);
 	nd[s].up = 1;
-	nd[s].lock = -1;
+	nd[s].job = -1;
 	nd[s].prop = -1;
 	nd[s].mem.n = 1;
 	nd[s].mem.v[0] = nd[s].id;
-	nd[s].has_seq = BRIEF;
+	nd[s].has_seq = chance(p_own);
 	for (int t = 0; t < N; t++)
 		cut[s][t] = cut[t][s] = 0;
 	st.wipes++;
 }
 
-/*
- * With the kept seeds, the members that had the sequence may all have been
- * removed: the user creates it again on a member, which starts from the
- * seed it kept.  (Without kept seeds a re-created sequence starts over: a
- * user's mistake, not the protocol's, so it is not modelled.)
- */
-static void
-recreate_event(void)
-{
-	int			cand[MAXN],
-				nc = 0,
-				s;
+/* ---- scripted histories (--scenario=NAME): nodes a, b, c, d, e ---- */
 
-	if (!FIX(FX_MISSING))
-		return;
-	for (int i = 0; i < N; i++)
-	{
-		if (nd[i].has_seq && in_own_view(i))
-			return;
-		if (nd[i].up && nd[i].joined && !nd[i].pending && in_own_view(i))
-			cand[nc++] = i;
-	}
-	if (nc == 0)
-		return;
-	s = cand[rnd(nc)];
-	nd[s].has_seq = 1;
-	note(1, "the sequence is created again on n%d, from its kept hwm %lld", nd[s].id,
-		 (long long) nd[s].hwm);
+static int	sc_failed_passes;
+
+static void
+sc_run(int s)
+{
+	Job		   *j = &jb[s];
+
+	for (int i = 0; j->kind != J_NONE && i < 100000; i++, step_no++)
+		job_step(j);
 }
 
-/* ---- scripted counterexamples (--scenario=NAME): nodes a, b, c, d, e ---- */
-
+/* a pass of the agent on s: phase two, recovery, one attempt */
 static void
-sc_agent(int s)
+sc_pass(int s)
 {
-	Agent	   *a = &ag[0];
+	long		w = st.wedged;
 
 	step_no++;
-	if (!agent_ok(s))
+	if (!pass_ok(s))
 	{
-		note(1, "(n%d cannot run an agent)", nd[s].id);
+		note(1, "(n%d runs no agent pass)", nd[s].id);
 		return;
 	}
-	agent_begin(a, s);
-	for (int i = 0; a->on && i < 100000; i++, step_no++)
-		agent_step(a);
+	pass_begin(s);
+	sc_run(s);
+	if (st.wedged > w)
+		sc_failed_passes++;
 }
 
+/* a change asked of s; with decide_only, its worker dies once it is decided */
 static void
-sc_change(int s, int op, int t)
+sc_change_(int s, int op, int t, int decide_only)
 {
-	Prop	   *p = &pr[0];
-	int			tg = nd[t].id;
+	Job		   *p = &jb[s];
 
 	step_no++;
-	if (op == OP_REMOVE && !(opt_ops & 2))
-	{
-		note(1, "(n%d cannot remove n%d: removing a member is refused)", nd[s].id, tg);
-		return;
-	}
 	if (!prop_ok(s))
 	{
 		note(1, "(n%d cannot run a change)", nd[s].id);
 		return;
 	}
-	prop_begin(p, s, op, &tg, 1);
-	for (int i = 0; p->on && i < 100000; i++, step_no++)
-		prop_step(p);
+	change_begin(s, op, nd[t].id);
+	for (int i = 0; p->kind != J_NONE && i < 100000; i++, step_no++)
+	{
+		if (decide_only && p->ph < C_FRESH)
+		{
+			job_die(p, "scripted: right after the decision");
+			return;
+		}
+		job_step(p);
+	}
 }
+
+#define sc_change(s, op, t) sc_change_(s, op, t, 0)
 
 /* "ab|c": cut every link between a, b and c */
 static void
@@ -1847,65 +1851,154 @@ sc_heal(void)
 	note(1, "network heals");
 }
 
+static void
+sc_down(int s, int up)
+{
+	step_no++;
+	nd[s].up = up;
+	note(1, "n%d %s", nd[s].id, up ? "recovers" : "CRASHES");
+}
+
+/* inline refill on s, if it has no peers */
+static void
+sc_inline(int s)
+{
+	char		how[200];
+
+	step_no++;
+	if (!nd[s].up || !nd[s].has_seq || has_peers(s))
+	{
+		note(1, "(n%d allocates no window inline)", nd[s].id);
+		return;
+	}
+	snprintf(how, sizeof how, "inline refill on n%d (alone%s), top %lld", nd[s].id,
+			 nd[s].joined ? "" : ", its own sequence", (long long) nd[s].hwm);
+	st.inl++;
+	note(1, "%s: [%lld,%lld)", how, (long long) nd[s].hwm, (long long) nd[s].hwm + 4);
+	add_window(s, nd[s].hwm, nd[s].hwm + 4, how);
+}
+
 static int
 scenario(const char *name)
 {
 	enum { A, B, C, D, E };
 
-	/* a group of three that has windows, c up to date */
+	if (strcmp(name, "freshrace") == 0)
+	{
+		/*
+		 * n1 has a sequence of the same name, no window yet: fresh.  n0 adds
+		 * it; its worker dies right after the decision; n1 opens a window of
+		 * its own (still fresh to itself: epoch 0, alone); phase two, at n0's
+		 * next pass, activates it from (0, 0), n0's membership before.
+		 */
+		nd[B].has_seq = 1;
+		sc_inline(A);
+		sc_change_(A, OP_ADD, B, 1);
+		sc_inline(B);
+		sc_pass(A);
+		sc_pass(A);
+		sc_pass(B);
+		return 0;
+	}
+	/* a group of three that has windows */
+	for (int i = 0; i < 3; i++)
+		sc_inline(A);
 	if (strcmp(name, "twonode") != 0)
 	{
 		sc_change(A, OP_ADD, B);
-		sc_agent(A);
+		sc_pass(A);
 		sc_change(A, OP_ADD, C);
-		sc_agent(A);
+		sc_pass(A);
 	}
 	if (strcmp(name, "twonode") == 0)
 	{
 		/* a and b, split: each removes the other, "down for good" */
 		sc_change(A, OP_ADD, B);
-		sc_agent(A);
+		sc_pass(A);
 		sc_cut("a|b");
 		sc_change(A, OP_REMOVE, B);
 		sc_change(B, OP_REMOVE, A);
-		sc_agent(A);
-		sc_agent(B);
+		sc_pass(A);
+		sc_pass(B);
 	}
 	else if (strcmp(name, "shrink") == 0)
 	{
 		/* a wins on {a, b} while c is cut off; then a and b are removed */
 		sc_cut("c|ab");
-		sc_agent(A);
+		sc_pass(A);
 		sc_heal();
 		sc_change(B, OP_REMOVE, A);
 		sc_change(C, OP_REMOVE, B);
-		sc_agent(C);
+		sc_pass(C);
 	}
 	else if (strcmp(name, "shrink5") == 0)
 	{
 		/* five members; a wins on {a, b, c}; a and b are removed; c cut off */
 		sc_change(A, OP_ADD, D);
-		sc_agent(A);
+		sc_pass(A);
 		sc_change(A, OP_ADD, E);
-		sc_agent(A);
+		sc_pass(A);
 		sc_cut("de|abc");
-		sc_agent(A);
+		sc_pass(A);
 		sc_heal();
 		sc_change(C, OP_REMOVE, A);
 		sc_change(C, OP_REMOVE, B);
 		sc_cut("c|de");
-		sc_agent(D);
+		sc_pass(D);
 	}
 	else if (strcmp(name, "joiners") == 0)
 	{
 		/* a wins on {a, b} while c is cut off; d and e join; a, b cut off */
 		sc_cut("c|ab");
-		sc_agent(A);
+		sc_pass(A);
 		sc_heal();
 		sc_change(A, OP_ADD, D);
 		sc_change(A, OP_ADD, E);
 		sc_cut("ab|cde");
-		sc_agent(C);
+		sc_pass(C);
+	}
+	else if (strcmp(name, "fewmarks") == 0)
+	{
+		/*
+		 * a wins on {a, b} while c is cut off.  c adds d, and its worker
+		 * dies once it is decided.  c's next pass gets no mark but its own
+		 * (cut off), and the links are back just for the activations.  Then
+		 * c removes a while b is cut off: the marks of c and d are enough,
+		 * and without the window (broken=fewmarks).
+		 */
+		sc_cut("c|ab");
+		sc_pass(A);
+		sc_heal();
+		sc_change_(C, OP_ADD, D, 1);
+		sc_cut("c|ab");
+		step_no++;
+		pass_begin(C);
+		for (int i = 0; jb[C].kind != J_NONE && jb[C].ph <= PH_MARKS && i < 1000; i++, step_no++)
+			job_step(&jb[C]);
+		sc_heal();
+		for (int i = 0; jb[C].kind != J_NONE && jb[C].ph < PH_REC && i < 1000; i++, step_no++)
+			job_step(&jb[C]);
+		sc_cut("c|ab");
+		sc_run(C);
+		sc_heal();
+		sc_cut("c|b");
+		sc_change(C, OP_REMOVE, A);
+		sc_pass(C);
+	}
+	else if (strcmp(name, "superseded") == 0)
+	{
+		/*
+		 * a adds d while c is down: decided, c not active in it.  b removes
+		 * c: a is moved on, active in the next membership.  Every pass of a
+		 * then fails in phase two of its own change.
+		 */
+		sc_down(C, 0);
+		sc_change(A, OP_ADD, D);
+		sc_change(B, OP_REMOVE, C);
+		sc_pass(A);
+		sc_pass(A);
+		sc_pass(B);
+		sc_pass(D);
 	}
 	else
 		return -1;
@@ -1918,17 +2011,16 @@ scenario(const char *name)
  * What happens in a step, with weights out of 1000.  With --vary, each
  * cluster runs with its own mix: agents rare or frequent, changes slow or
  * fast, the network calm or stormy, nodes solid or crashing, reads timing
- * out often or not; and half the clusters run "coarse": an agent attempt or
- * a change runs whole in one step, faults coming only between them, which
- * reaches states of who knows which mark (two joins with no agent between)
- * far more often than interleaving every call.
+ * out often or not, fresh nodes with a sequence of their own or not; and
+ * half the clusters run "coarse": a job runs whole in one step, faults
+ * coming only between them.
  */
 enum { EV_AGENT, EV_PROP, EV_MSG, EV_CRASH, EV_AGSTEP, EV_NET, EV_INLINE, EV_REPAIR,
-	EV_AGCRASH, EV_PRCRASH, EV_PRSTEP, EV_WIPE, EV_RECREATE, EV_AGSTEP2, EV_COUNT };
-static const int wdefault[EV_COUNT] = {600, 200, 40, 10, 5, 30, 30, 20, 10, 3, 2, 4, 1, 45};
+	EV_AGCRASH, EV_PRCRASH, EV_PRSTEP, EV_WIPE, EV_AGSTEP2, EV_COUNT };
+static const int wdefault[EV_COUNT] = {600, 200, 40, 10, 5, 30, 30, 20, 10, 3, 2, 4, 45};
 static int	weight[EV_COUNT];
 static int	wsum = 1000;
-static int	coarse;				/* agents and changes run whole, one a step */
+static int	coarse;				/* jobs run whole, one a step */
 
 static void
 draw_mix(void)
@@ -1940,6 +2032,7 @@ draw_mix(void)
 
 	memcpy(weight, wdefault, sizeof weight);
 	coarse = 0;
+	p_own = opt_own > 0 ? 0.3 : 0;
 	if (opt_vary > 0)
 	{
 		coarse = chance(0.5);
@@ -1949,55 +2042,80 @@ draw_mix(void)
 		weight[EV_NET] = net_w[rnd(4)];
 		weight[EV_CRASH] = crash_w[rnd(3)];
 		weight[EV_MSG] = chance(0.5) ? 40 : 150;
+		weight[EV_INLINE] = chance(0.5) ? 30 : 150;
 		p_read = chance(0.5) ? p_anom : chance(0.5) ? 0.15 : 0.4;
+		if (opt_own > 0)
+			p_own = chance(0.5) ? 0.1 : 0.5;
 		if (chance(0.5))
 			for (int i = 0; i < N; i++)
 				for (int j = 0; j < i; j++)
 					flaky[i][j] = flaky[j][i] = chance(0.25);
-		note(1, "mix: agents %d changes %d network %d crashes %d late calls %d reads failing %.2f%s",
+		note(1, "mix: agents %d changes %d network %d crashes %d late calls %d reads failing %.2f own sequences %.1f%s",
 			 weight[EV_AGENT], weight[EV_PROP], weight[EV_NET], weight[EV_CRASH],
-			 weight[EV_MSG], p_read, coarse ? ", coarse" : "");
+			 weight[EV_MSG], p_read, p_own, coarse ? ", coarse" : "");
 	}
 	wsum = 0;
 	for (int e = 0; e < EV_COUNT; e++)
 		wsum += weight[e];
 }
 
+/* a random eligible node for an agent pass (repair: one with a change to resume) */
+static int
+pass_pick(int repair)
+{
+	int			cand[MAXN],
+				nc = 0;
+
+	for (int i = 0; i < N; i++)
+		if (pass_ok(i) && (repair ? (nd[i].chg || (nd[i].pending && nd[i].prop != nd[i].id)) :
+						   (agent_ok(i) || nd[i].chg || nd[i].pending)))
+			cand[nc++] = i;
+	return nc ? cand[rnd(nc)] : -1;
+}
+
+static void
+run_coarse(int s)
+{
+	for (int i = 0; coarse && s >= 0 && jb[s].kind != J_NONE && i < 2000; i++, step_no++)
+		job_step(&jb[s]);
+}
+
 static void
 event(int r)
 {
-	int			e = 0;
+	int			e = 0,
+				k,
+				s;
 
 	while (e < EV_COUNT - 1 && r >= weight[e])
 		r -= weight[e++];
 	switch (e)
 	{
 		case EV_AGENT:
+		case EV_REPAIR:
+			k = rnd(K);
+			if (ag[k] >= 0)
 			{
-				Agent	   *a = &ag[rnd(K)];
-
-				if (a->on)
-					agent_step(a);
-				else
-				{
-					agent_start(a);
-					for (int i = 0; coarse && a->on && i < 1000; i++, step_no++)
-						agent_step(a);
-				}
+				if (e == EV_AGENT)
+					job_step(&jb[ag[k]]);
+				break;
 			}
+			if ((s = pass_pick(e == EV_REPAIR)) < 0)
+				break;
+			ag[k] = s;
+			pass_begin(s);
+			run_coarse(s);
 			break;
 		case EV_PROP:
+			k = rnd(NP);
+			if (pr[k] >= 0)
+				job_step(&jb[pr[k]]);
+			else if (coarse || chance(0.05))
 			{
-				Prop	   *p = &pr[rnd(NP)];
-
-				if (p->on)
-					prop_step(p);
-				else if (coarse || chance(0.05))
-				{
-					prop_start(p);
-					for (int i = 0; coarse && p->on && i < 1000; i++, step_no++)
-						prop_step(p);
-				}
+				if ((s = change_start()) < 0)
+					break;
+				pr[k] = s;
+				run_coarse(s);
 			}
 			break;
 		case EV_MSG:
@@ -2014,36 +2132,24 @@ event(int r)
 		case EV_INLINE:
 			inline_event();
 			break;
-		case EV_REPAIR:
-			repair_event();
-			break;
 		case EV_AGCRASH:
-			agent_crash_event();
+			worker_crash_event(0);
 			break;
 		case EV_PRCRASH:
-			prop_crash_event();
+			worker_crash_event(1);
 			break;
 		case EV_PRSTEP:
-			{
-				Prop	   *p = &pr[rnd(NP)];
-
-				if (p->on)
-					prop_step(p);
-			}
+			k = rnd(NP);
+			if (pr[k] >= 0)
+				job_step(&jb[pr[k]]);
 			break;
 		case EV_WIPE:
 			wipe_event();
 			break;
-		case EV_RECREATE:
-			recreate_event();
-			break;
 		default:				/* EV_AGSTEP, EV_AGSTEP2 */
-			{
-				Agent	   *a = &ag[rnd(K)];
-
-				if (a->on)
-					agent_step(a);
-			}
+			k = rnd(K);
+			if (ag[k] >= 0)
+				job_step(&jb[ag[k]]);
 			break;
 	}
 }
@@ -2051,38 +2157,68 @@ event(int r)
 /* ---- main ---- */
 
 /*
- * A new cluster: N fresh nodes, the sequence created on the first, nothing
- * in the network, no window on record (the windows of an earlier cluster
- * belong to another group).
+ * Is the group stuck: a member of the newest active membership that is up
+ * but not active in it, with no change of that membership left to finish
+ * it?
+ */
+static int
+group_stuck(void)
+{
+	int			best = -1;
+
+	for (int s = 0; s < N; s++)
+		if (nd[s].up && nd[s].joined && !nd[s].pending && in_own_view(s) &&
+			(best < 0 || nd[s].epoch > nd[best].epoch))
+			best = s;
+	if (best < 0)
+		return 1;
+	for (int i = 0; i < nd[best].mem.n; i++)
+	{
+		int			t = slot_of(nd[best].mem.v[i]);
+
+		if (t >= 0 && nd[t].up &&
+			(nd[t].pending || nd[t].epoch != nd[best].epoch || nd[t].eid != nd[best].eid))
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * A new cluster: N fresh nodes, the sequence created on the first (the
+ * others may have one of the same name of their own), nothing in the
+ * network, no window on record (the windows of an earlier cluster belong to
+ * another group).
  */
 static void
 cluster_init(void)
 {
 	memset(nd, 0, sizeof nd);
-	memset(ag, 0, sizeof ag);
-	memset(pr, 0, sizeof pr);
+	memset(jb, 0, sizeof jb);
 	memset(cut, 0, sizeof cut);
 	memset(flaky, 0, sizeof flaky);
+	for (int k = 0; k < MAXN; k++)
+		ag[k] = pr[k] = -1;
 	nids = 0;
 	nwin = 0;
 	nmsg = 0;
+	ndecided = 0;
 	burst_until = 0;
+	st.clusters++;
+	st.last_change = step_no;
+	draw_mix();
 	for (int s = 0; s < N; s++)
 	{
 		nd[s].id = new_id(s);
 		nd[s].up = 1;
-		nd[s].lock = -1;
+		nd[s].job = -1;
 		nd[s].prop = -1;
 		nd[s].mem.n = 1;
 		nd[s].mem.v[0] = nd[s].id;
-		nd[s].has_seq = BRIEF;	/* brief: every node has a mark */
+		nd[s].has_seq = s > 0 && chance(p_own);
 	}
 	/* the seed node: the sequence is created there, then peers join */
 	nd[0].joined = 1;
 	nd[0].has_seq = 1;
-	st.clusters++;
-	st.last_change = step_no;
-	draw_mix();
 }
 
 static void
@@ -2090,12 +2226,13 @@ usage(void)
 {
 	fprintf(stderr,
 			"usage: allocator_sim [--seed=S] [--nodes=N (1..%d)] [--steps=T] [--agents=K (1..%d)]\n"
-			"                     [--proposers=P (1..%d)] [--proto=impl|fixed|brief]\n"
-			"                     [--fix=quorum,seed,missing,resume (on top of impl)]\n"
-			"                     [--broken=noepoch|nocas|noseed|allatonce|noquorum|nopending]\n"
-			"                     [--changes=both|add|remove|add,remove] [--restart=STEPS] [--vary[=0|1]]\n"
+			"                     [--proposers=P (1..%d)] [--changes=both|add|remove]\n"
+			"                     [--broken=noepoch|nocas|nopending|noquorum|fewmarks|anyepoch|blindrevert|inlinealone]\n"
+			"                     [--fix=freshjoin,finish] [--own[=0|1]] [--restart=STEPS] [--vary[=0|1]]\n"
 			"                     [--trace[=1|2]] [--show=LINES] [--dump]\n"
-			"       allocator_sim --scenario=twonode|shrink|shrink5|joiners [--proto=...] [--fix=...]\n", MAXN, MAXAGENTS, MAXPROP);
+			"       allocator_sim --scenario=twonode|shrink|shrink5|joiners|fewmarks|\n"
+			"                     superseded|freshrace\n"
+			"                     [--broken=...] [--fix=...]\n", MAXN, MAXN, MAXN);
 	exit(2);
 }
 
@@ -2114,8 +2251,7 @@ main(int argc, char **argv)
 {
 	const char *v;
 	int			members_max = 0;
-	int			proto_given = 0;
-	int			full = 0;		/* the first node's membership has every node */
+	long		cluster_start = 0;
 
 	for (int i = 1; i < argc; i++)
 	{
@@ -2142,8 +2278,7 @@ main(int argc, char **argv)
 		else if ((v = optval(argv[i], "--changes")))
 		{
 			opt_ops = strcmp(v, "add") == 0 ? 1 : strcmp(v, "remove") == 0 ? 2 :
-				strcmp(v, "both") == 0 || strcmp(v, "add,remove") == 0 ||
-				strcmp(v, "remove,add") == 0 ? 3 : 0;
+				strcmp(v, "both") == 0 || strcmp(v, "add,remove") == 0 ? 3 : 0;
 			if (!opt_ops)
 				usage();
 		}
@@ -2153,16 +2288,10 @@ main(int argc, char **argv)
 			opt_vary = atoi(v);
 		else if (strcmp(argv[i], "--vary") == 0)
 			opt_vary = 1;
-		else if ((v = optval(argv[i], "--proto")))
-		{
-			proto_given = 1;
-			proto = -1;
-			for (int k = 0; k < 3; k++)
-				if (strcmp(v, proto_names[k]) == 0)
-					proto = k;
-			if (proto < 0)
-				usage();
-		}
+		else if ((v = optval(argv[i], "--own")))
+			opt_own = atoi(v);
+		else if (strcmp(argv[i], "--own") == 0)
+			opt_own = 1;
 		else if ((v = optval(argv[i], "--fix")))
 		{
 			char		buf[200];
@@ -2192,31 +2321,17 @@ main(int argc, char **argv)
 		else
 			usage();
 	}
-	if (N < 1 || N > MAXN || K < 1 || K > MAXAGENTS || NP < 1 || NP > MAXPROP ||
+	if (N < 1 || N > MAXN || K < 1 || K > MAXN || NP < 1 || NP > MAXN ||
 		nsteps < 0 || show_lines < 1 || show_lines > RING)
 		usage();
 	if (opt_scenario && N < 5)
 		N = 5;					/* nodes a to e */
-	/* a broken variant is one mechanism less in the fixed protocol, or in impl */
-	if (brk != BRK_NONE && !(proto_given && proto == PROTO_IMPL))
-		proto = PROTO_FIXED;
-	if (proto == PROTO_IMPL && (brk == BRK_NOQUORUM || brk == BRK_NOPENDING))
-		usage();				/* mechanisms impl does not have */
-	if (opt_ops == 0)
-		opt_ops = proto == PROTO_IMPL ? 1 : 3;
-	/* adds only: a group that a failed change wedged stays so; start anew */
 	if (opt_restart < 0)
-		opt_restart = opt_ops == 1 ? 5000 + 100L * N : 0;
+		opt_restart = 5000 + 100L * N;
 	if (opt_vary < 0)
 		opt_vary = opt_restart > 0;
-	if (proto == PROTO_FIXED)
-	{
-		fixes = FX_ALL;
-		if (brk == BRK_NOQUORUM)
-			fixes &= ~FX_QUORUM;
-	}
-	if (BRIEF && (fixes & ~FX_QUORUM))
-		usage();				/* the brief's protocol takes the quorum fix only */
+	if (opt_own < 0)
+		opt_own = opt_vary;
 
 	{
 		u64			x = opt_seed * 0x2545f4914f6cdd1dULL + (u64) N * 1000003u + (u64) K;
@@ -2232,11 +2347,11 @@ main(int argc, char **argv)
 	p_read = p_anom;
 	fscale = N <= 7 ? 1.0 : 7.0 / N;
 
-	cluster_init();
-
 	if (opt_scenario)
 	{
 		/* no faults but the scripted ones, every event shown */
+		opt_vary = opt_own = 0;
+		cluster_init();
 		p_anom = p_read = 0;
 		if (scenario(opt_scenario) < 0)
 			usage();
@@ -2244,57 +2359,61 @@ main(int argc, char **argv)
 			printf("%s\n", ring[i % RING]);
 		dump_nodes();
 		config_line(stdout);
-		printf(": no violation\n");
-		return 0;
+		printf(": no violation; %d agent passes failed in phase two\n", sc_failed_passes);
+		return sc_failed_passes > 0 ? 3 : 0;
 	}
 
+	cluster_init();
 	for (step_no = 1; step_no <= nsteps; step_no++)
 	{
 		int			r = rnd(wsum);
 
 		if (opt_restart > 0)
 		{
-			/* shorter when every node is a member: nothing is left to add */
 			long		limit = coarse ? opt_restart / 4 : opt_restart;
 
-			if (full && limit > 1000 + 10L * N)
-				limit = 1000 + 10L * N;
-			if (step_no - st.last_change > limit)
+			if (step_no - st.last_change > limit || step_no - cluster_start > 8 * limit)
 			{
-				note(1, "no change done in %ld steps: cluster %ld starts, all nodes fresh",
-					 limit, st.clusters + 1);
+				int			stuck = group_stuck();
+
+				st.stuck += stuck;
+				note(1, "%s: cluster %ld starts, all nodes fresh",
+					 step_no - st.last_change > limit ? "no change decided for a while" :
+					 "cluster old enough", st.clusters + 1);
 				cluster_init();
-				full = 0;
+				cluster_start = step_no;
 			}
 		}
 
 		if (!coarse && step_no < burst_until && chance(0.9))
 		{
-			Prop	   *p = &pr[rnd(NP)];
+			int			k = rnd(NP);
 
-			if (p->on)
-				prop_step(p);
+			if (pr[k] >= 0)
+				job_step(&jb[pr[k]]);
 			else
-				prop_start(p);
+				pr[k] = change_start();
 		}
 		else
 			event(r);
 		for (int s = 0; s < N; s++)
 			if (nd[s].joined && in_own_view(s) && nd[s].mem.n > members_max)
 				members_max = nd[s].mem.n;
-		full = nd[0].mem.n == N && nd[0].lock < 0;
 	}
 
 	if (opt_dump)
 		dump_nodes();
 	config_line(stdout);
-	printf(": windows=%ld (inline %ld) attempts=%ld lost=%ld no-majority=%ld agent-deaths=%ld"
-		   " | changes ok=%ld failed=%ld (revert failures %ld, adopt failures %ld, seed failures %ld,"
-		   " proposer deaths %ld, repairs %ld) largest membership %d"
-		   " | crashes=%ld wipes=%ld delayed=%ld late=%ld lost-replies=%ld clusters=%ld: OK\n",
+	printf(": windows=%ld (inline %ld) attempts=%ld lost=%ld no-majority=%ld pass-deaths=%ld"
+		   " | changes decided=%ld failed=%ld (revert failures %ld, change deaths %ld)"
+		   " phase two runs=%ld finished=%ld short of marks=%ld some not activated=%ld"
+		   " wedged passes=%ld | recoveries reverted=%ld | largest membership %d"
+		   " | crashes=%ld wipes=%ld delayed=%ld late=%ld lost-replies=%ld"
+		   " joined with own windows=%ld | clusters=%ld stuck at restart=%ld: OK\n",
 		   st.windows + st.inl, st.inl, st.attempts, st.lost, st.nomaj, st.agent_crash,
-		   st.ch_ok, st.ch_fail, st.revert_fail, st.adopt_fail, st.seed_fail, st.prop_crash,
-		   st.repairs, members_max, st.crashes, st.wipes, st.delayed, st.delivered,
-		   st.lost_replies, st.clusters);
+		   st.ch_ok, st.ch_fail, st.revert_fail, st.prop_crash, st.p2_runs, st.p2_done,
+		   st.p2_fewmarks, st.p2_actfail, st.wedged, st.reverted, members_max,
+		   st.crashes, st.wipes, st.delayed, st.delivered, st.lost_replies, st.joined_own,
+		   st.clusters, st.stuck);
 	return 0;
 }
