@@ -87,12 +87,73 @@ call_remote(void *arg)
 }
 
 /*
- * Peers that failed earlier in this pass of the agent are not tried again
- * until the next pass: one that is down costs distseq.remote_timeout once
- * per pass, not once per step.  Lives in the pass's memory.
+ * Peers that did not answer are not tried again for a while: one that is
+ * down costs distseq.remote_timeout once every four agent intervals (or
+ * remote timeouts, if longer), not at every step, and the refills the same
+ * worker serves wait that much less.
+ * distseq_maintain() tries every peer afresh.  In TopMemoryContext.
  */
-static List *pass_unreachable = NIL;
+typedef struct Unreachable
+{
+	Oid			serverid;
+	TimestampTz retry_at;
+} Unreachable;
+
+#define UNREACHABLE_INTERVALS	4
+
+static List *unreachable = NIL;
 static MemoryContext pass_cxt = NULL;
+
+static bool
+peer_resting(Oid serverid)
+{
+	ListCell   *lc;
+
+	foreach(lc, unreachable)
+	{
+		Unreachable *u = lfirst(lc);
+
+		if (u->serverid == serverid)
+			return GetCurrentTimestamp() < u->retry_at;
+	}
+	return false;
+}
+
+static void
+peer_rest(Oid serverid)
+{
+	TimestampTz retry_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													   UNREACHABLE_INTERVALS *
+													   Max(distseq_agent_interval,
+														   distseq_remote_timeout));
+	ListCell   *lc;
+	Unreachable *u;
+	MemoryContext oldcxt;
+
+	foreach(lc, unreachable)
+	{
+		u = lfirst(lc);
+		if (u->serverid == serverid)
+		{
+			u->retry_at = retry_at;
+			return;
+		}
+	}
+	oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+	u = palloc(sizeof(Unreachable));
+	u->serverid = serverid;
+	u->retry_at = retry_at;
+	unreachable = lappend(unreachable, u);
+	MemoryContextSwitchTo(oldcxt);
+}
+
+/* Forget every peer that did not answer (a small list: one per server) */
+static void
+peers_wake(void)
+{
+	list_free_deep(unreachable);
+	unreachable = NIL;
+}
 
 /* Run "sql" (with %s for the peer's schema) on a member; NULL on failure */
 static PGresult *
@@ -102,18 +163,15 @@ member_exec(Member *m, const char *sql, int nparams, const char **params)
 
 	if (!m->reachable)
 		return NULL;
-	if (list_member_oid(pass_unreachable, m->peer->serverid))
+	if (peer_resting(m->peer->serverid))
 	{
 		m->reachable = false;
-		m->error = psprintf("%s: unreachable earlier in this pass", m->peer->name);
+		m->error = psprintf("%s: did not answer a moment ago", m->peer->name);
 		return NULL;
 	}
 	if (!distseq_remote_try(call_remote, &c, &m->error))
 	{
-		MemoryContext oldcxt = MemoryContextSwitchTo(pass_cxt);
-
-		pass_unreachable = lappend_oid(pass_unreachable, m->peer->serverid);
-		MemoryContextSwitchTo(oldcxt);
+		peer_rest(m->peer->serverid);
 		m->reachable = false;
 		m->rc = NULL;
 		return NULL;
@@ -429,6 +487,7 @@ agent_sequence(const char *name)
 		AgentOutcome outcome = agent_step(name);
 
 		CHECK_FOR_INTERRUPTS();
+		distseq_worker_serve_refills();
 		if (outcome == AGENT_DONE)
 			return;
 		if (outcome == AGENT_WON)
@@ -469,10 +528,12 @@ agent_check_member(const char *schema)
 /*
  * One pass of the agent over every sequence of this node.  Only the refill
  * worker runs it, outside any transaction: each step commits on its own,
- * so no row lock here is held while a peer is asked anything.
+ * so no row lock here is held while a peer is asked anything, and the
+ * worker serves the refills asked for meanwhile between steps.  "afresh":
+ * try the peers that did not answer lately too.
  */
 void
-distseq_agent_run(void)
+distseq_agent_run(bool afresh)
 {
 	MemoryContext oldcxt;
 	MemoryContext cxt;
@@ -487,7 +548,8 @@ distseq_agent_run(void)
 										 ALLOCSET_DEFAULT_SIZES);
 	MemoryContextReset(pass_cxt);
 	cxt = pass_cxt;
-	pass_unreachable = NIL;
+	if (afresh)
+		peers_wake();
 
 	distseq_change_resume();
 

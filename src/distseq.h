@@ -274,7 +274,7 @@ typedef struct DistseqAgentResult
 	int64		open_windows;
 } DistseqAgentResult;
 
-extern void distseq_agent_run(void);
+extern void distseq_agent_run(bool afresh);
 
 /* src/worker.c */
 extern bool distseq_worker_stopping(void);
@@ -284,6 +284,7 @@ extern void distseq_worker_init(void);
 extern void distseq_worker_wake(Oid dboid);
 extern void distseq_worker_stop(Oid dboid);
 extern void distseq_worker_agent_pass(Oid dboid);
+extern void distseq_worker_serve_refills(void);
 extern void distseq_worker_change(Oid dboid, char op, const char *server_name,
 								  Oid userid);
 extern PGDLLEXPORT void distseq_worker_main(Datum main_arg);

@@ -53,8 +53,10 @@
 
 static volatile sig_atomic_t got_sigterm = false;
 static TimestampTz last_agent_run = 0;
+static bool in_agent_pass = false;	/* refills are served between its steps */
 
 static bool worker_agent_pass(void);
+static void worker_serve(void);
 static DistseqDbWorker *my_worker = NULL;
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 
@@ -398,6 +400,9 @@ worker_local_refill(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
 			return false;
 		if (!need_windows)
 			return true;
+		/* served between the steps of an agent pass: wait for its end */
+		if (in_agent_pass)
+			return false;
 		if (attempt > 0)
 		{
 			/* not exhausted: the windows are just not there yet */
@@ -605,16 +610,19 @@ worker_agent_pass(void)
 	MemoryContext oldcxt = CurrentMemoryContext;
 	volatile bool ok = true;
 	uint64		requested;
+	bool		asked;
 
 	LWLockAcquire(Distseq->lock, LW_SHARED);
 	requested = my_worker->agent_requested;
+	asked = requested > my_worker->agent_done;
 	LWLockRelease(Distseq->lock);
 
 	last_agent_run = GetCurrentTimestamp();
 	pgstat_report_activity(STATE_RUNNING, "distseq agent");
+	in_agent_pass = true;
 	PG_TRY();
 	{
-		distseq_agent_run();
+		distseq_agent_run(asked);
 	}
 	PG_CATCH();
 	{
@@ -632,6 +640,7 @@ worker_agent_pass(void)
 		ok = false;
 	}
 	PG_END_TRY();
+	in_agent_pass = false;
 	pgstat_report_activity(STATE_IDLE, NULL);
 
 	/* tell whoever asked for this pass how it went */
@@ -642,6 +651,18 @@ worker_agent_pass(void)
 	LWLockRelease(Distseq->lock);
 	ConditionVariableBroadcast(&my_worker->agent_cv);
 	return ok;
+}
+
+/*
+ * Between the steps of an agent pass, which may wait on peers: serve the
+ * refills asked for meanwhile.  One that finds no open window waits for the
+ * pass to end (worker_local_refill).
+ */
+void
+distseq_worker_serve_refills(void)
+{
+	if (in_agent_pass)
+		worker_serve();
 }
 
 /*

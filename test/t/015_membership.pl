@@ -7,6 +7,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use IO::Socket::INET;
 use FindBin;
 use lib $FindBin::RealBin;
 use DistseqPeers;
@@ -69,8 +70,35 @@ sql('a', "SELECT distseq_create('orders', block_size => 5, window_size => 1000, 
 sql($_, 'SELECT count(*) FROM distseq_maintain()') for qw(a b c);
 draw($_, 150) for qw(a b c);
 
-# c goes down for good; a removes it with b: two of three agree.
+# c hangs: a listener that takes connections and never answers stands in
+# for it.  a and b keep drawing and opening windows, waiting on c at most
+# distseq.remote_timeout now and then, not at every step.
+my $hung = IO::Socket::INET->new(Listen => 64, LocalAddr => '127.0.0.1', LocalPort => 0)
+  or die "no listener: $!";
+sql($_, "ALTER SERVER node_c OPTIONS (SET port '" . $hung->sockport . "')") for qw(a b);
 $node{c}->stop('immediate');
+sql('a', "SELECT distseq_create('hang$_', block_size => 1, window_size => 50, min_open_windows => 2)")
+  for 1 .. 3;
+for my $round (1 .. 3)
+{
+	for my $n (qw(a b))
+	{
+		sql($n, 'SELECT count(*) FROM distseq_maintain()');
+		is(sql($n, "SELECT count(DISTINCT v) FROM (SELECT distseq_nextval('hang' || (g % 3 + 1)) * 3 + g % 3 AS v"
+				  . " FROM generate_series(1, 600) g) s"),
+			'600', "with c hung, $n draws on, across many windows (round $round)");
+	}
+}
+is(overlaps(windows(qw(a b))), 0, 'no windows overlap');
+# With b down too, a's agent finds no majority; its periodic passes let c
+# rest instead of waiting on it every time, and say so.
+my $offset = -s $node{a}->logfile;
+$node{b}->stop('immediate');
+ok($node{a}->wait_for_log(qr/node_c: did not answer a moment ago/, $offset),
+	'the agent lets a peer that did not answer rest a while');
+$node{b}->start;
+
+# c is down for good; a removes it with b: two of three agree.
 sql('a', "SELECT distseq_remove_peer('node_c')");
 is(join(',', map { state($_) } qw(a b)), '3|2|f,3|2|f', 'c removed: a and b in epoch 3, two members');
 is(sql('a', "SELECT count(*) FROM distseq_peer WHERE server_name = 'node_c'"), '0',
