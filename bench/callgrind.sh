@@ -20,6 +20,19 @@
 # nextval('x'), do not read g (the g floor includes fetching g from the
 # row, which they don't pay).  Also prints the refill worker's instructions per refill
 # (its whole life, start-up included, divided by the refills it made).
+#
+# Then instructions per transaction: one pgbench client (-n -M prepared -c 1
+# -t M) runs M one-statement transactions, at M = m1 and m2, for SELECT 1,
+# SELECT distseq_nextval('s') and SELECT nextval('ns_cache'); per
+# transaction = (m2 backend - m1 backend) / (m2 - m1), which cancels
+# connection set-up and the first transaction.  The backend is the new cg
+# file with the most instructions (pgbench's set-up connection is the other
+# one).  Then, per transaction, the inclusive instructions of distseq's own
+# functions (callgrind_annotate on the two distseq backends).
+#
+#   bash bench/callgrind.sh --m1 2000 --m2 6000    # default 5,000 and 15,000
+#   bash bench/callgrind.sh --only xact            # or --only rows
+#
 # Writes bench/out/callgrind.csv.
 set -euo pipefail
 
@@ -29,12 +42,19 @@ distseq_lock "$@"
 
 n1=100000
 n2=300000
+m1=5000
+m2=15000
+only=
 keep=0
 build=1
 while [ $# -gt 0 ]; do
 	case $1 in
 		--n1) n1=$2; shift ;;
 		--n2) n2=$2; shift ;;
+		--m1) m1=$2; shift ;;
+		--m2) m2=$2; shift ;;
+		--only) only=$2; shift
+			case $only in rows|xact) ;; *) echo "--only takes rows or xact" >&2; exit 2 ;; esac ;;
 		--keep) keep=1 ;;
 		--no-build) build=0 ;;
 		-h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
@@ -43,6 +63,7 @@ while [ $# -gt 0 ]; do
 	shift
 done
 [ "$n2" -gt "$n1" ] || { echo "--n2 must be larger than --n1" >&2; exit 2; }
+[ "$m2" -gt "$m1" ] || { echo "--m2 must be larger than --m1" >&2; exit 2; }
 
 t_start=$(date +%s)
 log() { echo "== [$(( $(date +%s) - t_start ))s] $*" >&2; }
@@ -142,6 +163,44 @@ ns_nocache|nextval('ns_nocache') no cache|nextval('ns_nocache')
 EOF
 }
 
+# key|label|statement, one transaction each
+xact_variants() {
+	cat <<'EOF'
+select1|SELECT 1|SELECT 1;
+distseq|SELECT distseq_nextval('s')|SELECT distseq_nextval('s');
+ns_cache|SELECT nextval('ns_cache') CACHE 1000|SELECT nextval('ns_cache');
+EOF
+}
+
+cg_files() { ls "$work/cg" | sort; }
+
+# one pgbench client running M transactions: prints "pid total" of its
+# backend.  pgbench opens two connections (set-up, then the client); the
+# client's backend is the one of the two new cg files with more instructions.
+xact_total() {	# key M
+	local before new t best= bestpid=
+	before=$(cg_files)
+	as_pg "$PGBIN/pgbench" -n -M prepared -c 1 -j 1 -t "$2" -f "$work/xact_$1.sql" \
+		-h "$work" -p $port bench >/dev/null
+	for i in $(seq 1 600); do
+		new=$(comm -13 <(echo "$before") <(cg_files))
+		[ "$(echo "$new" | grep -c .)" -ge 2 ] && break
+		sleep 0.5
+	done
+	[ -n "$new" ] || { echo "no new cg file after pgbench" >&2; exit 1; }
+	for f in $new; do
+		t=$(cg_total "${f#cg.}")
+		if [ -z "$best" ] || [ "$t" -gt "$best" ]; then best=$t; bestpid=${f#cg.}; fi
+	done
+	echo "$bestpid $best"
+}
+
+# inclusive instructions of each function of distseq.so in a cg file: "fn count"
+cg_distseq_fns() {	# pid
+	callgrind_annotate --inclusive=yes --threshold=100 "$work/cg/cg.$1" 2>/dev/null |
+		awk '/distseq\.so\]/ { n = $1; gsub(/,/, "", n); f = $0; sub(/ \[.*/, "", f); sub(/.*:/, "", f); print f, n }'
+}
+
 # warm up: shared buffers, the refill worker, the first segments
 log "warm-up sessions"
 while IFS='|' read -r key label expr; do
@@ -149,13 +208,34 @@ while IFS='|' read -r key label expr; do
 done < <(variants)
 
 declare -A per_row
-while IFS='|' read -r key label expr; do
-	log "$label: N=$n1 and N=$n2"
-	a=$(session_total "$expr" "$n1")
-	b=$(session_total "$expr" "$n2")
-	per_row[$key]=$(awk -v a="$a" -v b="$b" -v n=$((n2 - n1)) 'BEGIN { printf "%.1f", (b - a) / n }')
-	echo "$key,$a,$b" >> "$work/totals.csv"
-done < <(variants)
+if [ "$only" != xact ]; then
+	while IFS='|' read -r key label expr; do
+		log "$label: N=$n1 and N=$n2"
+		a=$(session_total "$expr" "$n1")
+		b=$(session_total "$expr" "$n2")
+		per_row[$key]=$(awk -v a="$a" -v b="$b" -v n=$((n2 - n1)) 'BEGIN { printf "%.1f", (b - a) / n }')
+		echo "$key,$a,$b" >> "$work/totals.csv"
+	done < <(variants)
+fi
+
+declare -A per_xact
+if [ "$only" != rows ]; then
+	while IFS='|' read -r key label stmt; do
+		echo "$stmt" > "$work/xact_$key.sql"
+		chown postgres "$work/xact_$key.sql" 2>/dev/null || true
+		xact_total "$key" 200 >/dev/null		# warm-up
+		log "$label: pgbench -t $m1 and -t $m2"
+		read -r pa a < <(xact_total "$key" "$m1")
+		read -r pb b < <(xact_total "$key" "$m2")
+		per_xact[$key]=$(awk -v a="$a" -v b="$b" -v n=$((m2 - m1)) 'BEGIN { printf "%.0f", (b - a) / n }')
+		echo "$key,$a,$b" >> "$work/xact_totals.csv"
+		if [ "$key" = distseq ]; then
+			join <(cg_distseq_fns "$pa" | sort) <(cg_distseq_fns "$pb" | sort) |
+				awk -v n=$((m2 - m1)) '{ d = ($3 - $2) / n; if (d >= 1) printf "%s %.0f\n", $1, d }' |
+				sort -k2,2nr > "$work/xact_fns.txt"
+		fi
+	done < <(xact_variants)
+fi
 
 # the refill worker's whole life, divided by its refills
 wpid=$(psql_cg -At -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'distseq worker'" | sed -n 1p)
@@ -175,10 +255,11 @@ if [ -n "$wpid" ]; then
 	done
 fi
 
-floor=${per_row[floor]}
-cfloor=${per_row[const]}
 csv=$out/callgrind.csv
 echo "variant,expr,instr_n1,instr_n2,n1,n2,instr_per_row,net_of_g,net_of_const" > "$csv"
+if [ "$only" != xact ]; then
+floor=${per_row[floor]}
+cfloor=${per_row[const]}
 echo
 echo "callgrind instructions per value: (N=$n2 session - N=$n1 session) / $((n2 - n1)), minus a floor"
 printf "%-40s %10s %12s %12s\n" "expression" "per row" "minus g" "minus 1"
@@ -191,6 +272,26 @@ while IFS='|' read -r key label expr; do
 done < <(variants)
 echo "(\"minus g\" is the figure to compare with the targets; \"minus 1\" is fairer for"
 echo " expressions that never read g: distseq_nextval and nextval)"
+fi
+if [ "$only" != rows ]; then
+	s1=${per_xact[select1]}
+	nat=${per_xact[ns_cache]}
+	echo
+	echo "callgrind instructions per transaction (pgbench -n -M prepared -c 1): (-t $m2 backend - -t $m1 backend) / $((m2 - m1))"
+	printf "%-40s %10s %15s %10s\n" "statement" "per xact" "minus SELECT 1" "x native"
+	while IFS='|' read -r key label stmt; do
+		IFS=, read -r _ a b < <(grep "^$key," "$work/xact_totals.csv")
+		net=$((per_xact[$key] - s1))
+		x=$(awk -v p="${per_xact[$key]}" -v r="$nat" 'BEGIN { printf "%.3f", p / r }')
+		printf "%-40s %10s %15s %10s\n" "$label" "${per_xact[$key]}" "$net" "$x"
+		echo "\"xact: $label\",\"$stmt\",$a,$b,$m1,$m2,${per_xact[$key]},,$net" >> "$csv"
+	done < <(xact_variants)
+	echo "(\"minus SELECT 1\" is what the statement adds to a one-statement transaction)"
+	if [ -s "$work/xact_fns.txt" ]; then
+		echo "distseq functions, inclusive instructions per transaction (callgrind_annotate):"
+		awk '{ printf "  %-30s %8s\n", $1, $2 }' "$work/xact_fns.txt"
+	fi
+fi
 if [ -n "$wtotal" ]; then
 	IFS='|' read -r nref nwait issued <<< "$refills"
 	awk -v t="$wtotal" -v f="${wrefill:-0}" -v fn="${wfn:-}" -v r="$nref" -v w="$nwait" -v n="$issued" 'BEGIN {

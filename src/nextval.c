@@ -4,14 +4,29 @@
  *	  distseq_nextval() and distseq_currval(): the hot path and the
  *	  backend-local cache that resolves a sequence name once.
  *
- * A call site keeps a pointer to its LocalSeq in fn_extra.  A call served
- * from the backend's block compares the block's generation with the
- * sequence's, increments, and returns: no lock, no lookup, no syscall.
- * Once per transaction a call site takes AccessShareLock on the backing
+ * A call site with a constant name keeps a pointer to its LocalSeq in
+ * fn_extra.  A call served from the backend's block compares the block's
+ * generation with the sequence's, increments, and returns: no lock, no
+ * lookup, no syscall.
+ *
+ * Once per transaction a sequence takes AccessShareLock on its backing
  * sequence relation (so a concurrent DROP waits for us, as with native
- * sequences) and checks the caller's privileges.  A relcache invalidation
- * of the backing relation (DROP, GRANT, REVOKE) marks the cached
- * definition stale, and the next transaction reads it again.
+ * sequences).  That is most of what a one-statement transaction pays, so the
+ * rest of the per-transaction work is cached across transactions:
+ *
+ * - the name: executing a statement again builds a new FmgrInfo, but the
+ *	 expression it points to is the same; a small table keyed by it finds
+ *	 the LocalSeq without hashing the name (the name is still compared);
+ * - the definition: a relcache invalidation of the backing relation (DROP,
+ *	 GRANT, REVOKE, ALTER ... OWNER) marks it stale, and taking the lock
+ *	 processes invalidations, so after the lock a definition still marked
+ *	 valid belongs to a relation that exists;
+ * - the privilege check: its result for one role, forgotten on that same
+ *	 relcache invalidation and on any change of role membership, role
+ *	 attributes or the database's owner (syscache invalidations of
+ *	 pg_auth_members, pg_authid and pg_database, as acl.c does for its own
+ *	 role cache).  GetUserId() is compared on every call, which covers
+ *	 SET ROLE and SECURITY DEFINER functions.
  *
  *-------------------------------------------------------------------------
  */
@@ -44,17 +59,33 @@ typedef struct LocalSeq
 	DistseqSeq *seq;
 	LocalTransactionId ready_lxid;	/* locked and checked in this xact */
 	Oid			ready_user;		/* ... for this role */
+	Oid			acl_user;		/* passed the privilege check, or invalid */
+	AclMode		acl_mode;		/* ... for this mode */
 	uint64		last_gen;		/* generation of last, 0 if none */
 	int64		last;			/* slot of the last value this session got */
 } LocalSeq;
 
-typedef struct CallSite
+/*
+ * The LocalSeq an expression resolved to last time.  Entries of local_seqs
+ * are never removed, so the pointer stays good; the expression may have
+ * been freed and its memory reused by another one, so it is only a hint.
+ */
+typedef struct SiteHint
 {
+	const Node *expr;
 	LocalSeq   *ls;
-	bool		const_name;		/* the name argument never changes */
-} CallSite;
+} SiteHint;
+
+#define SITE_HINTS 16			/* a power of 2 */
 
 static HTAB *local_seqs = NULL;
+static SiteHint site_hints[SITE_HINTS];
+
+/* bumped by every invalidation that forgets a privilege check */
+static uint64 acl_resets = 0;
+
+/* hash value of our pg_database row, to ignore changes of other databases */
+static uint32 my_db_hash;
 
 static void
 local_invalidate(Datum arg, Oid relid)
@@ -69,7 +100,32 @@ local_invalidate(Datum arg, Oid relid)
 		{
 			ls->valid = false;
 			ls->ready_lxid = InvalidLocalTransactionId;
+			ls->acl_user = InvalidOid;
+			acl_resets++;
 		}
+	}
+}
+
+/*
+ * A role's privileges may have changed: forget every privilege check, and
+ * check again even within the current transaction, as native sequences do.
+ */
+static void
+local_invalidate_roles(Datum arg, int cacheid, uint32 hashvalue)
+{
+	HASH_SEQ_STATUS status;
+	LocalSeq   *ls;
+
+	/* pg_database matters only for our database's owner (pg_database_owner) */
+	if (cacheid == DATABASEOID && hashvalue != 0 && hashvalue != my_db_hash)
+		return;
+
+	acl_resets++;
+	hash_seq_init(&status, local_seqs);
+	while ((ls = hash_seq_search(&status)) != NULL)
+	{
+		ls->ready_lxid = InvalidLocalTransactionId;
+		ls->acl_user = InvalidOid;
 	}
 }
 
@@ -119,6 +175,14 @@ local_lookup(const char *name)
 		local_seqs = hash_create("distseq local sequences", 16, &ctl,
 								 HASH_ELEM | DISTSEQ_HASH_STRINGS);
 		CacheRegisterRelcacheCallback(local_invalidate, (Datum) 0);
+		my_db_hash = GetSysCacheHashValue1(DATABASEOID,
+										   ObjectIdGetDatum(MyDatabaseId));
+		CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, local_invalidate_roles,
+									  (Datum) 0);
+		CacheRegisterSyscacheCallback(AUTHOID, local_invalidate_roles,
+									  (Datum) 0);
+		CacheRegisterSyscacheCallback(DATABASEOID, local_invalidate_roles,
+									  (Datum) 0);
 	}
 	memset(key, 0, sizeof(key));
 	strlcpy(key, name, NAMEDATALEN);
@@ -127,9 +191,43 @@ local_lookup(const char *name)
 	{
 		ls->valid = false;
 		ls->ready_lxid = InvalidLocalTransactionId;
+		ls->acl_user = InvalidOid;
 		ls->last_gen = 0;
 		ls->block = NULL;
 		ls->seq = NULL;
+	}
+	return ls;
+}
+
+/*
+ * The LocalSeq of the name argument: the one this expression had last time
+ * if the name is the same, else by name.
+ */
+static LocalSeq *
+local_find(FunctionCallInfo fcinfo)
+{
+	const Node *expr = fcinfo->flinfo->fn_expr;
+	SiteHint   *hint = NULL;
+	LocalSeq   *ls;
+
+	if (expr != NULL && !PG_ARGISNULL(0))
+	{
+		text	   *arg = PG_GETARG_TEXT_PP(0);
+		size_t		len = VARSIZE_ANY_EXHDR(arg);
+
+		hint = &site_hints[(((uintptr_t) expr) >> 4) & (SITE_HINTS - 1)];
+		ls = hint->ls;
+		if (hint->expr == expr && len < NAMEDATALEN &&
+			ls->name[len] == '\0' &&
+			memcmp(ls->name, VARDATA_ANY(arg), len) == 0)
+			return ls;
+	}
+
+	ls = local_lookup(name_from_arg(fcinfo));
+	if (hint != NULL)
+	{
+		hint->expr = expr;
+		hint->ls = ls;
 	}
 	return ls;
 }
@@ -141,8 +239,13 @@ local_lookup(const char *name)
 static void
 local_prepare(LocalSeq *ls, AclMode mode)
 {
+	Oid			userid = GetUserId();
+	uint64		resets;
+
 	for (int tries = 0;; tries++)
 	{
+		bool		reread = false;
+
 		if (!ls->valid)
 		{
 			DistseqDef	def;
@@ -155,13 +258,22 @@ local_prepare(LocalSeq *ls, AclMode mode)
 			ls->relid = def.relid;
 			ls->gen = def.gen;
 			ls->def = def;
+			ls->acl_user = InvalidOid;
 			ls->valid = true;
+			reread = true;
 		}
 
-		/* taking the lock processes invalidations: check again after it */
+		/*
+		 * Taking the lock processes invalidations, and a DROP sends its own
+		 * before it releases its lock: if the relation went away since the
+		 * definition was read in an earlier transaction, ls->valid is false
+		 * now.  A definition read just now may come from a snapshot older
+		 * than the DROP, though (repeatable read): look for the relation.
+		 */
 		LockRelationOid(ls->relid, AccessShareLock);
 		if (ls->valid &&
-			SearchSysCacheExists1(RELOID, ObjectIdGetDatum(ls->relid)))
+			(!reread ||
+			 SearchSysCacheExists1(RELOID, ObjectIdGetDatum(ls->relid))))
 			break;
 		UnlockRelationOid(ls->relid, AccessShareLock);
 		ls->valid = false;
@@ -172,22 +284,35 @@ local_prepare(LocalSeq *ls, AclMode mode)
 							ls->name)));
 	}
 
-	if (pg_class_aclcheck(ls->relid, GetUserId(), mode) != ACLCHECK_OK)
+	if (ls->acl_user == userid && ls->acl_mode == mode)
+		return;
+
+	resets = acl_resets;
+	if (pg_class_aclcheck(ls->relid, userid, mode) != ACLCHECK_OK)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied for distseq sequence \"%s\"", ls->name),
 				 errhint("The owner can grant it with GRANT USAGE ON SEQUENCE distseq.%s.",
 						 quote_identifier(ls->name))));
+
+	/*
+	 * Reading the catalogs for the check may have processed invalidations
+	 * that this result predates: then do not keep it.
+	 */
+	if (acl_resets == resets)
+	{
+		ls->acl_user = userid;
+		ls->acl_mode = mode;
+	}
 }
 
 static LocalSeq *
 nextval_setup(FunctionCallInfo fcinfo)
 {
-	CallSite   *site = (CallSite *) fcinfo->flinfo->fn_extra;
 	LocalSeq   *ls;
 
 	distseq_check_loaded();
-	ls = local_lookup(name_from_arg(fcinfo));
+	ls = local_find(fcinfo);
 
 	if (!ls->valid || ls->ready_lxid != DISTSEQ_MY_LXID ||
 		ls->ready_user != GetUserId())
@@ -211,13 +336,10 @@ nextval_setup(FunctionCallInfo fcinfo)
 		ls->ready_user = GetUserId();
 	}
 
-	if (site == NULL)
-	{
-		site = MemoryContextAlloc(fcinfo->flinfo->fn_mcxt, sizeof(CallSite));
-		site->const_name = get_fn_expr_arg_stable(fcinfo->flinfo, 0);
-		fcinfo->flinfo->fn_extra = site;
-	}
-	site->ls = ls;
+	/* a name that may change from call to call is looked up every time */
+	if (fcinfo->flinfo->fn_extra == NULL &&
+		get_fn_expr_arg_stable(fcinfo->flinfo, 0))
+		fcinfo->flinfo->fn_extra = ls;
 	return ls;
 }
 
@@ -238,8 +360,7 @@ PG_FUNCTION_INFO_V1(distseq_nextval);
 Datum
 distseq_nextval(PG_FUNCTION_ARGS)
 {
-	CallSite   *site = (CallSite *) fcinfo->flinfo->fn_extra;
-	LocalSeq   *ls;
+	LocalSeq   *ls = (LocalSeq *) fcinfo->flinfo->fn_extra;
 	DistseqBlock *blk;
 	int64		slot;
 
@@ -250,11 +371,8 @@ distseq_nextval(PG_FUNCTION_ARGS)
 	if (unlikely(XactReadOnly))
 		PreventCommandIfReadOnly("distseq_nextval()");
 
-	if (likely(site != NULL && site->const_name &&
-			   site->ls->ready_lxid == DISTSEQ_MY_LXID &&
-			   site->ls->ready_user == GetUserId()))
-		ls = site->ls;
-	else
+	if (unlikely(ls == NULL || ls->ready_lxid != DISTSEQ_MY_LXID ||
+				 ls->ready_user != GetUserId()))
 		ls = nextval_setup(fcinfo);
 
 	blk = ls->block;
@@ -276,7 +394,7 @@ distseq_currval(PG_FUNCTION_ARGS)
 	LocalSeq   *ls;
 
 	distseq_check_loaded();
-	ls = local_lookup(name_from_arg(fcinfo));
+	ls = local_find(fcinfo);
 	local_prepare(ls, ACL_SELECT | ACL_USAGE);
 
 	if (ls->last_gen != ls->gen)
