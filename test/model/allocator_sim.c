@@ -15,9 +15,12 @@
  * trace that led to the first violation.  One sequence is modelled; it is
  * created on the seed node (n0).  Other fresh nodes may have a sequence of
  * the same name of their own (--own): its windows count once the node joins
- * a group, as its values are then the group's.
+ * a group, as its values are then the group's.  Calls go to a node's
+ * address (its peer entry's server): a machine wiped and reinstalled keeps
+ * its address, so a call meant for its old node id reaches the new node.
  *
- * The protocol is the code's (e93a7f3, version 1.4):
+ * The protocol is the code's (e93a7f3, version 1.4, with the changes of
+ * cfeb8eb and 2564abe):
  *
  *   node      epoch, epoch_id, members, pending, proposer, prev_* (the
  *             membership before the pending one); the sequence's hwm (at
@@ -39,21 +42,27 @@
  *             transaction T1 on p: add a fresh node (checked fresh first) or
  *             remove a member other than p; epoch_cas on every member of p's
  *             membership E0 but p, the removed one too (moves an active E0
- *             node, or again one pending in E1 from p, to E1 pending); with
- *             moves + 1 >= |E0|/2+1, p moves itself, marks its earlier change
- *             rows finished, inserts the row of this change, forgets the
- *             removed peer, and commits: decided.  Otherwise it reverts the
+ *             node to E1 pending, prev_* = E0; one already pending in E1 from
+ *             p is left as it is); with moves + 1 >= |E0|/2+1, p moves
+ *             itself, marks its earlier unfinished change row finished
+ *             (superseded: forgets its removed peers), inserts the row of
+ *             this change, and commits: decided.  Otherwise it reverts the
  *             ones it saw move (best effort) and aborts.  T1 dies with p's
  *             worker.  Phase two, right after and at every pass of p while
- *             the row is unfinished: marks from every node of prev_members
- *             that is in E1 (pending or not); with at least |prev| - quorum +
- *             1 of them, activate every member of E1, p last (accepted by a
- *             node in E1, or in E0 = prev, pending or not, or fresh: (0, 0),
- *             alone, not pending, no window), which sets E1 active and raises
- *             the mark (and the seed); all accepted: the row is finished.  p
- *             itself not in E1 any more (a later change of another node moved
- *             it on): change_finish raises an error there, and the whole
- *             agent pass of p fails (counted: "wedged passes").
+ *             the row is unfinished: if p is no longer in E1 (a later change
+ *             of another node moved it on), the row is finished and that is
+ *             all.  Otherwise marks from every node of prev_members that is
+ *             in E1 (pending or not); with at least |prev| - quorum + 1 of
+ *             them, activate every member of E1, p last: accepted only by the
+ *             node of the id meant (a machine reinstalled at the address has
+ *             another), and only if it is in E1, or in E0 = prev (pending or
+ *             not) with E0's epoch > 0, or fresh: epoch 0, alone, not
+ *             pending, no window.  Activation sets E1 active and raises the
+ *             mark (and the seed); all accepted: the row is finished, and
+ *             the peer entries of the nodes of prev_members not in members
+ *             are deleted (a removed member is reachable until then).  An
+ *             error in phase two (p moved on while it ran) is logged: the
+ *             pass goes on with the recovery and the agent.
  *   recovery  at every pass of a node v pending in a change of another
  *             proposer q: ask q whether the change was decided (waits for a
  *             T1 in flight on q); not decided: v goes back to prev_*.
@@ -66,6 +75,14 @@
  *   fewmarks    phase two goes on with marks from one node
  *   anyepoch    activation is accepted from any membership (caught when a
  *               node with windows of its own sequence is taken in)
+ *   nofreshcheck  activation from the membership before is accepted when
+ *               that is (0, 0), the membership of every fresh node (the code
+ *               before cfeb8eb): a fresh node that opened a window of its own
+ *               after the add checked it joins anyway (scenario freshrace)
+ *   noidcheck   activation does not check the node id it names (the code
+ *               before cfeb8eb): a machine wiped and reinstalled at the
+ *               address of a member is taken as that member, fresh, with
+ *               the marks of a later pass (scenario reinstall)
  *   blindrevert recovery reverts without asking the proposer (no run has
  *               caught it: a reverted member keeps its hwm, and the
  *               majorities of two memberships one change apart share a
@@ -73,24 +90,17 @@
  *   inlinealone a node whose membership has one member allocates inline (the
  *               rule of 1.3: a removed node, or the last member, alone)
  *
- * --fix=X, a change proposed to the code:
- *   freshjoin   activation from (0, 0), the membership of fresh nodes, is
- *               taken only by a fresh node (no window): without it, a fresh
- *               node that opened a window of its own after the add checked it
- *               joins the first group of its proposer anyway.
- *   finish      a proposer whose node moved on past its change marks the
- *               change finished instead of failing every pass.
- *
  * --scenario=NAME replays a scripted history, with no other event (see
  * scenario() below): twonode, shrink, shrink5, joiners, fewmarks,
- * superseded, freshrace.
+ * superseded, freshrace, reinstall.
  *
  * A group can still get stuck (a member that missed phase one of a change
  * superseded before it was activated stays in an old membership; a node
  * pending in a change whose proposer is gone waits for good), so runs
  * (--restart=STEPS) start a new cluster of fresh nodes when no change was
  * done for a while, and (--vary) give each cluster its own mix of events,
- * see draw_mix().  How often that happened is reported ("stuck").
+ * see draw_mix().  How often a listed member was not active in the newest
+ * membership at a restart is reported ("stuck"), with why (group_stuck()).
  *
  * C99, no dependencies, deterministic for a given set of options.
  */
@@ -111,16 +121,9 @@ typedef uint64_t u64;
 #define LINE		256
 
 enum { BRK_NONE, BRK_NOEPOCH, BRK_NOCAS, BRK_NOPENDING, BRK_NOQUORUM, BRK_FEWMARKS,
-	BRK_ANYEPOCH, BRK_BLINDREVERT, BRK_INLINEALONE, BRK_COUNT };
+	BRK_ANYEPOCH, BRK_BLINDREVERT, BRK_INLINEALONE, BRK_NOFRESHCHECK, BRK_NOIDCHECK, BRK_COUNT };
 static const char *brk_names[] = {"none", "noepoch", "nocas", "nopending", "noquorum",
-	"fewmarks", "anyepoch", "blindrevert", "inlinealone"};
-
-#define FX_FRESHJOIN	1
-#define FX_FINISH		2
-#define NFIXES			2
-static const char *fix_names[] = {"freshjoin", "finish"};
-static int	fixes;
-#define FIX(f)	((fixes & (f)) != 0)
+	"fewmarks", "anyepoch", "blindrevert", "inlinealone", "nofreshcheck", "noidcheck"};
 
 /* options */
 static u64	opt_seed = 1;
@@ -280,7 +283,6 @@ typedef struct
 	Set			forgot;			/* peer entries deleted (removed members) */
 	int			t1;				/* a phase one in flight: the change lock is held */
 	int			job;			/* the worker's job running here, -1 for none */
-	int			wedged;			/* the last pass failed in change_finish */
 	int			npriv;			/* windows of its own sequence, before joining */
 	i64			priv[MAXPRIV][2];
 } Node;
@@ -390,17 +392,6 @@ config_line(FILE *f)
 	else
 		fprintf(f, "seed=%llu nodes=%d steps=%ld agents=%d", (unsigned long long) opt_seed,
 				N, nsteps, K);
-	if (fixes)
-	{
-		const char *sep = " fix=";
-
-		for (int k = 0; k < NFIXES; k++)
-			if (fixes & (1 << k))
-			{
-				fprintf(f, "%s%s", sep, fix_names[k]);
-				sep = ",";
-			}
-	}
 	if (brk)
 		fprintf(f, " broken=%s", brk_names[brk]);
 	fprintf(f, " changes=%s", opt_ops == 1 ? "add" : opt_ops == 2 ? "remove" : "both");
@@ -441,7 +432,7 @@ static struct
 {
 	long		attempts, windows, inl, lost, nomaj, agent_crash;
 	long		ch_start, ch_ok, ch_fail, revert_fail, prop_crash;
-	long		p2_runs, p2_done, p2_fewmarks, p2_actfail, wedged, recovered, reverted;
+	long		p2_runs, p2_done, p2_fewmarks, p2_actfail, p2_errors, p2_superseded, recovered, reverted;
 	long		crashes, wipes, delayed, delivered, lost_replies, waits, joined_own;
 	long		clusters, stuck, last_change;	/* the step of the last change decided */
 }			st;
@@ -610,11 +601,15 @@ act_ok(int s, const Msg *m)
 {
 	Node	   *n = &nd[s];
 
+	/* WHERE n.node_id = $8: the node meant, not another at its address */
+	if (n->id != m->to && brk != BRK_NOIDCHECK)
+		return 0;
 	if (brk == BRK_ANYEPOCH)
 		return 1;
 	if (n->epoch == m->E2 && n->eid == m->id2)
 		return 1;
-	if (n->epoch == m->E && n->eid == m->Eid && !(FIX(FX_FRESHJOIN) && m->E == 0))
+	/* the membership before, unless it is epoch 0: every fresh node's */
+	if (n->epoch == m->E && n->eid == m->Eid && (m->E > 0 || brk == BRK_NOFRESHCHECK))
 		return 1;
 	return is_fresh(s);
 }
@@ -666,8 +661,13 @@ apply(int s, const Msg *m, i64 *res, int *acc)
 			*acc = 1;
 			break;
 		case M_EPOCH:
-			if (!((n->epoch == m->E && n->eid == m->Eid && !n->pending) ||
-				  (n->epoch == m->E2 && n->eid == m->id2 && n->pending && n->prop == m->prop)))
+			/* the same step again: a no-op, which keeps the way back */
+			if (n->epoch == m->E2 && n->eid == m->id2 && n->pending && n->prop == m->prop)
+			{
+				*acc = 1;
+				break;
+			}
+			if (!(n->epoch == m->E && n->eid == m->Eid && !n->pending))
 				break;
 			/* prev_* = the row's values before the update */
 			n->pepoch = n->epoch;
@@ -1229,18 +1229,34 @@ fin_done(Job *j)
 	}
 }
 
-/* an error in change_finish: the transaction, and a pass, fail */
+/*
+ * change_finished: the unfinished change row is finished, and the peer
+ * entries of the nodes it removed are deleted
+ */
+static void
+change_finished(Node *n)
+{
+	if (!n->chg)
+		return;
+	for (int i = 0; i < n->ch.pmem.n; i++)
+		if (!set_has(&n->ch.mem, n->ch.pmem.v[i]))
+			set_add(&n->forgot, n->ch.pmem.v[i]);
+	n->chg = 0;
+}
+
+/*
+ * An error in change_finish: its subtransaction aborts and it is logged; a
+ * pass goes on with the recovery (resume_recover) and the agent.
+ */
 static void
 fin_error(Job *j, const char *what)
 {
 	char		b1[32];
 
-	if (j->kind == J_PASS)
-		st.wedged++;
-	note(1, "%s#%ld on n%d: ERROR in phase two of %s: %s%s", j->kind == J_PASS ? "pass" : "change",
-		 j->no, j->id, epstr(j->c.E, j->c.id, b1), what,
-		 j->kind == J_PASS ? " (the whole agent pass fails)" : "");
-	job_end(j);
+	st.p2_errors++;
+	note(1, "%s#%ld on n%d: ERROR in phase two of %s: %s (logged)", j->kind == J_PASS ? "pass" : "change",
+		 j->no, j->id, epstr(j->c.E, j->c.id, b1), what);
+	fin_done(j);
 }
 
 static void
@@ -1268,11 +1284,13 @@ fin_step(Job *j)
 			j->failed = 0;
 			j->mark = 0;
 			j->idx = 0;
-			if (FIX(FX_FINISH) && (n->epoch != j->c.E || n->eid != j->c.id))
+			/* another node's change has moved this one on */
+			if (n->epoch != j->c.E || n->eid != j->c.id)
 			{
 				note(1, "n%d: its change to %s is superseded here; finished", n->id,
 					 epstr(j->c.E, j->c.id, b1));
-				n->chg = 0;
+				st.p2_superseded++;
+				change_finished(n);
 				fin_done(j);
 				return;
 			}
@@ -1358,6 +1376,7 @@ fin_step(Job *j)
 		case PH_SELF:
 			memset(&m, 0, sizeof m);
 			m.kind = M_ACT;
+			m.to = n->id;
 			m.E = j->c.pE;
 			m.Eid = j->c.pid;
 			m.E2 = j->c.E;
@@ -1370,7 +1389,7 @@ fin_step(Job *j)
 			activate(s, j->c.E, j->c.id, &j->c.mem, j->mark, "phase two");
 			if (j->failed == 0)
 			{
-				n->chg = 0;
+				change_finished(n);
 				st.p2_done++;
 				note(1, "n%d: change to %s finished", n->id, epstr(j->c.E, j->c.id, b1));
 			}
@@ -1477,10 +1496,9 @@ change_step(Job *p)
 			n->mem = p->c.mem;
 			n->pending = 1;
 			n->prop = n->id;
-			n->chg = 1;			/* earlier rows finished: superseded */
+			change_finished(n);	/* an earlier row: superseded */
+			n->chg = 1;
 			n->ch = p->c;
-			if (p->op == OP_REMOVE)
-				set_add(&n->forgot, p->tg);
 			log_decided(n->id, p->c.id);
 			n->t1 = 0;			/* commit: decided */
 			st.ch_ok++;
@@ -1555,7 +1573,6 @@ pass_step(Job *j)
 	}
 	if (j->ph == PH_REC)
 	{
-		n->wedged = 0;
 		if (!n->pending || n->prop == n->id)
 		{
 			j->ph = PH_AGENT;
@@ -1735,31 +1752,14 @@ worker_crash_event(int changes)
 }
 
 /*
- * A removed machine that no other node lists is wiped and comes back as a
- * fresh node with a new identity (its windows stay on record).
+ * The machine of slot s is wiped and reinstalled at the same address: a
+ * fresh node with a new identity (its windows stay on record).  Calls meant
+ * for its old id still reach it.
  */
 static void
-wipe_event(void)
+wipe(int s)
 {
-	int			s = rnd(N),
-				others = 0;
-
-	if (!nd[s].joined || nd[s].job >= 0 || s == 0)
-		return;
-	for (int t = 0; t < N; t++)
-	{
-		if (t == s)
-			continue;
-		if (set_has(&nd[t].mem, nd[s].id) || set_has(&nd[t].pmem, nd[s].id) ||
-			(nd[t].chg && set_has(&nd[t].ch.mem, nd[s].id)))
-			return;
-		if (nd[t].joined && in_own_view(t))
-			others++;
-	}
-	if (others == 0)
-		return;
-	note(1, "n%d is wiped and comes back fresh as n%d", nd[s].id, nids);
-	idslot[nd[s].id] = -1;
+	note(1, "n%d is wiped and reinstalled at its address: fresh, as n%d", nd[s].id, nids);
 	memset(&nd[s], 0, sizeof nd[s]);
 	nd[s].id = new_id(s);
 	nd[s].up = 1;
@@ -1773,7 +1773,36 @@ wipe_event(void)
 	st.wipes++;
 }
 
-/* ---- scripted histories (--scenario=NAME): nodes a, b, c, d, e ---- */
+/*
+ * A machine is wiped: mostly a removed one that no other node lists, at
+ * times a member (its disk lost: the group has lost its vote, and its marks).
+ */
+static void
+wipe_event(void)
+{
+	int			s = rnd(N),
+				others = 0,
+				member = chance(0.3);
+
+	if (!nd[s].joined || nd[s].job >= 0 || s == 0)
+		return;
+	for (int t = 0; t < N; t++)
+	{
+		if (t == s)
+			continue;
+		if (!member &&
+			(set_has(&nd[t].mem, nd[s].id) || set_has(&nd[t].pmem, nd[s].id) ||
+			 (nd[t].chg && set_has(&nd[t].ch.mem, nd[s].id))))
+			return;
+		if (nd[t].joined && in_own_view(t))
+			others++;
+	}
+	if (others == 0)
+		return;
+	wipe(s);
+}
+
+/* ---- scripted histories (--scenario=NAME): nodes a, b, c, d, e, f ---- */
 
 static int	sc_failed_passes;
 
@@ -1790,7 +1819,7 @@ sc_run(int s)
 static void
 sc_pass(int s)
 {
-	long		w = st.wedged;
+	long		w = st.p2_errors;
 
 	step_no++;
 	if (!pass_ok(s))
@@ -1800,7 +1829,7 @@ sc_pass(int s)
 	}
 	pass_begin(s);
 	sc_run(s);
-	if (st.wedged > w)
+	if (st.p2_errors > w)
 		sc_failed_passes++;
 }
 
@@ -1881,7 +1910,7 @@ sc_inline(int s)
 static int
 scenario(const char *name)
 {
-	enum { A, B, C, D, E };
+	enum { A, B, C, D, E, F };
 
 	if (strcmp(name, "freshrace") == 0)
 	{
@@ -1889,7 +1918,9 @@ scenario(const char *name)
 		 * n1 has a sequence of the same name, no window yet: fresh.  n0 adds
 		 * it; its worker dies right after the decision; n1 opens a window of
 		 * its own (still fresh to itself: epoch 0, alone); phase two, at n0's
-		 * next pass, activates it from (0, 0), n0's membership before.
+		 * next pass, must not take it in: (0, 0), n0's membership before, is
+		 * every fresh node's, and n1 is not fresh any more (broken=
+		 * nofreshcheck takes it, with its window).
 		 */
 		nd[B].has_seq = 1;
 		sc_inline(A);
@@ -1964,7 +1995,9 @@ scenario(const char *name)
 		 * dies once it is decided.  c's next pass gets no mark but its own
 		 * (cut off), and the links are back just for the activations.  Then
 		 * c removes a while b is cut off: the marks of c and d are enough,
-		 * and without the window (broken=fewmarks).
+		 * and without the window (broken=fewmarks).  a, removed, would give
+		 * its marks until the change is finished: it is cut off once the
+		 * change is decided.
 		 */
 		sc_cut("c|ab");
 		sc_pass(A);
@@ -1982,15 +2015,17 @@ scenario(const char *name)
 		sc_run(C);
 		sc_heal();
 		sc_cut("c|b");
-		sc_change(C, OP_REMOVE, A);
+		sc_change_(C, OP_REMOVE, A, 1);
+		sc_cut("c|ab");
 		sc_pass(C);
 	}
 	else if (strcmp(name, "superseded") == 0)
 	{
 		/*
 		 * a adds d while c is down: decided, c not active in it.  b removes
-		 * c: a is moved on, active in the next membership.  Every pass of a
-		 * then fails in phase two of its own change.
+		 * c: a is moved on, active in the next membership.  a's next pass
+		 * finds its own change superseded and finishes it (before cfeb8eb,
+		 * every pass of a failed in phase two of it).
 		 */
 		sc_down(C, 0);
 		sc_change(A, OP_ADD, D);
@@ -1999,6 +2034,38 @@ scenario(const char *name)
 		sc_pass(A);
 		sc_pass(B);
 		sc_pass(D);
+	}
+	else if (strcmp(name, "reinstall") == 0)
+	{
+		/*
+		 * Six members; a removes f, and its worker dies once it is decided.
+		 * Phase two at a's pass: e is cut off, so the change stays
+		 * unfinished.  b wins a window on {b, c, d} (3 of the 5 members)
+		 * while a and e are cut off.  b's machine is wiped and reinstalled
+		 * at its address, fresh.  c and d are cut off; phase two at a's next
+		 * pass gets marks from a, e and f (enough for the six before, none
+		 * with b's window) and activates e, and b: the fresh node at b's
+		 * address must refuse, as it is not the node meant (broken=noidcheck
+		 * takes it in: a, e and it make a majority without the window).
+		 */
+		sc_change(A, OP_ADD, D);
+		sc_pass(A);
+		sc_change(A, OP_ADD, E);
+		sc_pass(A);
+		sc_change(A, OP_ADD, F);
+		sc_pass(A);
+		sc_change_(A, OP_REMOVE, F, 1);
+		sc_cut("e|abcdf");
+		sc_pass(A);
+		sc_heal();
+		sc_cut("bcd|aef");
+		sc_pass(B);
+		sc_heal();
+		step_no++;
+		wipe(B);
+		sc_cut("cd|abef");
+		sc_pass(A);
+		sc_pass(A);
 	}
 	else
 		return -1;
@@ -2157,30 +2224,67 @@ event(int r)
 /* ---- main ---- */
 
 /*
- * Is the group stuck: a member of the newest active membership that is up
- * but not active in it, with no change of that membership left to finish
- * it?
+ * Is the group stuck: a member of the newest active membership that is not
+ * active in it (up, or wiped)?  Why, the worst reason first:
  */
+enum { SK_NONE, SK_SPOILT, SK_BEHIND, SK_WIPED, SK_WAITING, SK_UNDECIDED, SK_NOACTIVE, SK_COUNT };
+static const char *stuck_names[] = {"", "joiner no longer fresh", "left behind", "wiped member",
+	"waiting on an unfinished change", "pending, undecided", "no active member up"};
+static long stuck_why[SK_COUNT];
+
+/* an unfinished change row somewhere that would activate slot t, as id */
+static int
+change_would_activate(int t, int id)
+{
+	for (int q = 0; q < N; q++)
+	{
+		Change	   *c = &nd[q].ch;
+
+		if (!nd[q].chg || !set_has(&c->mem, id))
+			continue;
+		if ((nd[t].epoch == c->E && nd[t].eid == c->id) ||
+			(nd[t].epoch == c->pE && nd[t].eid == c->pid && c->pE > 0))
+			return 1;
+	}
+	return 0;
+}
+
 static int
 group_stuck(void)
 {
-	int			best = -1;
+	int			best = -1,
+				why = SK_NONE;
 
 	for (int s = 0; s < N; s++)
 		if (nd[s].up && nd[s].joined && !nd[s].pending && in_own_view(s) &&
 			(best < 0 || nd[s].epoch > nd[best].epoch))
 			best = s;
 	if (best < 0)
-		return 1;
+		return SK_NOACTIVE;
 	for (int i = 0; i < nd[best].mem.n; i++)
 	{
-		int			t = slot_of(nd[best].mem.v[i]);
+		int			id = nd[best].mem.v[i],
+					t = slot_of(id),
+					w;
 
-		if (t >= 0 && nd[t].up &&
-			(nd[t].pending || nd[t].epoch != nd[best].epoch || nd[t].eid != nd[best].eid))
-			return 1;
+		if (t < 0 || (nd[t].id == id && !nd[t].up))
+			continue;
+		if (nd[t].id != id)
+			w = SK_WIPED;		/* another node at its address */
+		else if (!nd[t].pending && nd[t].epoch == nd[best].epoch && nd[t].eid == nd[best].eid)
+			continue;
+		else if (change_would_activate(t, id))
+			w = SK_WAITING;		/* its proposer is down, cut off or short of marks */
+		else if (nd[t].pending && !was_decided(nd[t].prop, nd[t].eid))
+			w = SK_UNDECIDED;	/* it goes back once its proposer answers */
+		else if (nd[t].epoch == 0)
+			w = SK_SPOILT;		/* it opened a window after the add checked it */
+		else
+			w = SK_BEHIND;		/* nothing will ever activate it */
+		if (why == SK_NONE || w < why)
+			why = w;
 	}
-	return 0;
+	return why;
 }
 
 /*
@@ -2227,12 +2331,12 @@ usage(void)
 	fprintf(stderr,
 			"usage: allocator_sim [--seed=S] [--nodes=N (1..%d)] [--steps=T] [--agents=K (1..%d)]\n"
 			"                     [--proposers=P (1..%d)] [--changes=both|add|remove]\n"
-			"                     [--broken=noepoch|nocas|nopending|noquorum|fewmarks|anyepoch|blindrevert|inlinealone]\n"
-			"                     [--fix=freshjoin,finish] [--own[=0|1]] [--restart=STEPS] [--vary[=0|1]]\n"
+			"                     [--broken=noepoch|nocas|nopending|noquorum|fewmarks|anyepoch|blindrevert|\n"
+			"                               inlinealone|nofreshcheck|noidcheck]\n"
+			"                     [--own[=0|1]] [--restart=STEPS] [--vary[=0|1]]\n"
 			"                     [--trace[=1|2]] [--show=LINES] [--dump]\n"
 			"       allocator_sim --scenario=twonode|shrink|shrink5|joiners|fewmarks|\n"
-			"                     superseded|freshrace\n"
-			"                     [--broken=...] [--fix=...]\n", MAXN, MAXN, MAXN);
+			"                     superseded|freshrace|reinstall [--broken=...]\n", MAXN, MAXN, MAXN);
 	exit(2);
 }
 
@@ -2292,23 +2396,6 @@ main(int argc, char **argv)
 			opt_own = atoi(v);
 		else if (strcmp(argv[i], "--own") == 0)
 			opt_own = 1;
-		else if ((v = optval(argv[i], "--fix")))
-		{
-			char		buf[200];
-
-			snprintf(buf, sizeof buf, "%s", v);
-			for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ","))
-			{
-				int			f = -1;
-
-				for (int k = 0; k < NFIXES; k++)
-					if (strcmp(tok, fix_names[k]) == 0)
-						f = k;
-				if (f < 0)
-					usage();
-				fixes |= 1 << f;
-			}
-		}
 		else if ((v = optval(argv[i], "--broken")))
 		{
 			brk = -1;
@@ -2324,8 +2411,8 @@ main(int argc, char **argv)
 	if (N < 1 || N > MAXN || K < 1 || K > MAXN || NP < 1 || NP > MAXN ||
 		nsteps < 0 || show_lines < 1 || show_lines > RING)
 		usage();
-	if (opt_scenario && N < 5)
-		N = 5;					/* nodes a to e */
+	if (opt_scenario && N < 6)
+		N = 6;					/* nodes a to f */
 	if (opt_restart < 0)
 		opt_restart = 5000 + 100L * N;
 	if (opt_vary < 0)
@@ -2359,7 +2446,7 @@ main(int argc, char **argv)
 			printf("%s\n", ring[i % RING]);
 		dump_nodes();
 		config_line(stdout);
-		printf(": no violation; %d agent passes failed in phase two\n", sc_failed_passes);
+		printf(": no violation; %d agent passes had an error in phase two\n", sc_failed_passes);
 		return sc_failed_passes > 0 ? 3 : 0;
 	}
 
@@ -2376,7 +2463,8 @@ main(int argc, char **argv)
 			{
 				int			stuck = group_stuck();
 
-				st.stuck += stuck;
+				st.stuck += stuck != SK_NONE;
+				stuck_why[stuck]++;
 				note(1, "%s: cluster %ld starts, all nodes fresh",
 					 step_no - st.last_change > limit ? "no change decided for a while" :
 					 "cluster old enough", st.clusters + 1);
@@ -2407,13 +2495,16 @@ main(int argc, char **argv)
 	printf(": windows=%ld (inline %ld) attempts=%ld lost=%ld no-majority=%ld pass-deaths=%ld"
 		   " | changes decided=%ld failed=%ld (revert failures %ld, change deaths %ld)"
 		   " phase two runs=%ld finished=%ld short of marks=%ld some not activated=%ld"
-		   " wedged passes=%ld | recoveries reverted=%ld | largest membership %d"
+		   " superseded=%ld errors=%ld | recoveries reverted=%ld | largest membership %d"
 		   " | crashes=%ld wipes=%ld delayed=%ld late=%ld lost-replies=%ld"
-		   " joined with own windows=%ld | clusters=%ld stuck at restart=%ld: OK\n",
+		   " joined with own windows=%ld | clusters=%ld stuck at restart=%ld",
 		   st.windows + st.inl, st.inl, st.attempts, st.lost, st.nomaj, st.agent_crash,
 		   st.ch_ok, st.ch_fail, st.revert_fail, st.prop_crash, st.p2_runs, st.p2_done,
-		   st.p2_fewmarks, st.p2_actfail, st.wedged, st.reverted, members_max,
+		   st.p2_fewmarks, st.p2_actfail, st.p2_superseded, st.p2_errors, st.reverted, members_max,
 		   st.crashes, st.wipes, st.delayed, st.delivered, st.lost_replies, st.joined_own,
 		   st.clusters, st.stuck);
+	for (int k = 1; k < SK_COUNT; k++)
+		printf("%s %s %ld", k == 1 ? " (" : ",", stuck_names[k], stuck_why[k]);
+	printf("): OK\n");
 	return 0;
 }

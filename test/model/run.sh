@@ -1,34 +1,29 @@
 #!/usr/bin/env bash
 # Model check of the window allocator and its membership changes
 # (test/model/allocator_sim.c), as the code does them since e93a7f3 (1.4:
-# two-phase changes, adds and removes, pending members, recovery).
+# two-phase changes, adds and removes, pending members, recovery), with the
+# changes of cfeb8eb and 2564abe (a fresh node is taken only if fresh,
+# activation names its node, a repeated move keeps the way back, a
+# superseded change is finished, resuming a change cannot stop the agent, a
+# removed member is forgotten when the change is finished).
 #
 # Must pass (no violation):
 #   - "impl": seeded random runs on 3, 5, 7, 20 and 100 nodes, adds and
 #     removes racing agents, crashes, partitions, lost replies, late
-#     requests, dying workers; each run goes through many clusters, each
-#     with its own mix of events (--vary).  Fresh nodes have no sequence of
-#     their own here (--own=0): see the known flaw below;
-#   - "impl+fixes": the same with fresh nodes that have a sequence of the
-#     same name of their own, and the two changes proposed to the code
-#     (--fix=freshjoin,finish), fewer runs;
-#   - the scripted histories twonode, shrink, shrink5, joiners, fewmarks
-#     under impl; freshrace and superseded with their fix.
+#     requests, dying workers, machines wiped and reinstalled at their
+#     address (removed ones, and at times members); each run goes through
+#     many clusters, each with its own mix of events (--vary), some with
+#     fresh nodes that have a sequence of the same name, and windows, of
+#     their own;
+#   - the scripted histories twonode, shrink, shrink5, joiners, fewmarks,
+#     and the regressions freshrace, superseded and reinstall (flaws of the
+#     code before cfeb8eb that the model found or that its fixes prevent).
 # Must be caught (shows the checker can fail; one violation in the variant's
 # runs is enough): each --broken variant, one mechanism of impl taken out, in
-# random runs (with --fix=freshjoin, so that the known flaw is not what is
-# caught), or in the scripted history that needs it (noquorum: twonode;
-# fewmarks: fewmarks).  blindrevert is not listed: no run found a violation
-# with it (see allocator_sim.c).
-# Known flaws of the code (e93a7f3), shown until fixed, not counted:
-#   - freshrace: activation takes a node in (0, 0), the membership every
-#     fresh node is in, as "the membership before" of the first change of a
-#     group, without the check that it has no window: a fresh node that
-#     opened windows of its own sequence after distseq_add_peer checked it
-#     joins with them (caught, as it must be until --fix=freshjoin is in
-#     the code);
-#   - superseded: a proposer moved on by another node's change before its
-#     own was finished fails every agent pass in change_finish (wedged).
+# random runs, or in the scripted history that needs it (noquorum: twonode;
+# fewmarks: fewmarks; nofreshcheck: freshrace; noidcheck: reinstall).
+# blindrevert is not listed: no run found a violation with it (see
+# allocator_sim.c).
 # Needs only a C compiler.  A violation in a run that must pass is a flaw of
 # the code (or of its model): the first ones are shown in full, with the
 # trace that led to them.
@@ -51,42 +46,29 @@ fi
 
 jobs=${MODEL_JOBS:-$(nproc 2>/dev/null || echo 2)}
 
-# One run a line: name|expect|arguments; expect is "pass", "caught" or
-# "known" (a known flaw, shown).  The first word of the name is its group
-# (pass) or its variant (caught).
+# One run a line: name|expect|arguments; expect is "pass" or "caught".  The
+# first word of the name is its group (pass) or its variant (caught).
 {
-	for spec in 3:20:2000000 5:20:2000000 7:16:2000000 20:10:2000000 100:3:1000000; do
+	for spec in 3:24:2000000 5:24:2000000 7:20:2000000 20:12:2000000 100:4:1000000; do
 		IFS=: read -r n seeds steps <<<"$spec"
 		for s in $(seq 1 "$seeds"); do
-			echo "impl nodes=$n seed=$s|pass|--own=0 --nodes=$n --seed=$s --steps=$steps --show=60"
+			echo "impl nodes=$n seed=$s|pass|--nodes=$n --seed=$s --steps=$steps --show=60"
 		done
 	done
-	for spec in 3:4:2000000 5:4:2000000 7:4:2000000 20:2:2000000 100:1:1000000; do
-		IFS=: read -r n seeds steps <<<"$spec"
-		for s in $(seq 1 "$seeds"); do
-			echo "impl+fixes nodes=$n seed=$s|pass|--fix=freshjoin,finish --nodes=$n --seed=$s --steps=$steps --show=60"
-		done
-	done
-	for sc in twonode shrink shrink5 joiners fewmarks; do
+	for sc in twonode shrink shrink5 joiners fewmarks freshrace superseded reinstall; do
 		echo "scenario $sc|pass|--scenario=$sc"
 	done
-	echo "scenario freshrace fixed|pass|--scenario=freshrace --fix=freshjoin"
-	echo "scenario superseded fixed|pass|--scenario=superseded --fix=finish"
 
 	echo "noquorum/twonode|caught|--scenario=twonode --broken=noquorum"
 	echo "fewmarks/fewmarks|caught|--scenario=fewmarks --broken=fewmarks"
-	for b in noepoch nocas nopending noquorum anyepoch inlinealone; do
+	echo "nofreshcheck/freshrace|caught|--scenario=freshrace --broken=nofreshcheck"
+	echo "noidcheck/reinstall|caught|--scenario=reinstall --broken=noidcheck"
+	for b in noepoch nocas nopending noquorum anyepoch inlinealone nofreshcheck; do
 		for n in 3 5 7; do
 			for s in 1 2; do
-				echo "broken=$b nodes=$n seed=$s|caught|--broken=$b --fix=freshjoin --nodes=$n --seed=$s --steps=1000000"
+				echo "broken=$b nodes=$n seed=$s|caught|--broken=$b --nodes=$n --seed=$s --steps=1000000"
 			done
 		done
-	done
-
-	echo "freshrace (known flaw)|known|--scenario=freshrace"
-	echo "superseded (known flaw)|known|--scenario=superseded"
-	for n in 3 5 7; do
-		echo "impl+own nodes=$n (known flaw)|known|--nodes=$n --seed=1 --steps=2000000 --show=30"
 	done
 } >"$tmp/jobs"
 
@@ -111,16 +93,6 @@ while IFS='|' read -r name expect args; do
 	i=$((i + 1))
 	rc=$(cat "$tmp/rc.$i" 2>/dev/null || echo missing)
 	out="$tmp/out.$i"
-	if [ "$expect" = known ]; then
-		if [ "$rc" = 1 ] && grep -q '^VIOLATION (' "$out"; then
-			echo "$name: violation, as the code is: $(grep '^VIOLATION (' "$out" | cut -c1-220)"
-		elif [ "$rc" = 3 ]; then
-			echo "$name: $(tail -n 1 "$out")"
-		else
-			echo "$name: not shown (exit $rc): $(tail -n 1 "$out" | cut -c1-220)"
-		fi
-		continue
-	fi
 	if [ "$expect" = caught ]; then
 		v=${name%% *}
 		if [ -z "${runs[$v]:-}" ]; then
