@@ -50,6 +50,13 @@ RETURNS void
 AS 'MODULE_PATHNAME', 'distseq_peer_epoch_cas'
 LANGUAGE C STRICT SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
 
+-- Phase one on a fresh node that joins.
+CREATE FUNCTION distseq_peer_join(new_epoch bigint, new_epoch_id bigint,
+								  new_members bigint[], proposer bigint)
+RETURNS void
+AS 'MODULE_PATHNAME', 'distseq_peer_join'
+LANGUAGE C STRICT SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+
 -- Go back from a pending membership that was never decided.
 CREATE FUNCTION distseq_peer_revert(epoch bigint, epoch_id bigint)
 RETURNS boolean
@@ -69,8 +76,8 @@ RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'distseq_peer_marks'
 LANGUAGE C STRICT SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
 
--- Phase two: raise the marks and take part in the new membership.  A fresh
--- node joins this way.  node_id: the node the caller means.
+-- Phase two: raise the marks and take part in the new membership.
+-- node_id: the node the caller means.
 CREATE FUNCTION distseq_peer_activate(epoch bigint, epoch_id bigint,
 									  prev_epoch bigint, prev_epoch_id bigint,
 									  members bigint[], sequence_names text[],
@@ -81,6 +88,7 @@ LANGUAGE C STRICT SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
 
 REVOKE ALL ON FUNCTION distseq_peer_state(),
 	distseq_peer_epoch_cas(bigint, bigint, bigint, bigint, bigint[], bigint),
+	distseq_peer_join(bigint, bigint, bigint[], bigint),
 	distseq_peer_revert(bigint, bigint), distseq_peer_decided(bigint, bigint),
 	distseq_peer_marks(bigint, bigint),
 	distseq_peer_activate(bigint, bigint, bigint, bigint, bigint[], text[], bigint[], bigint)

@@ -12,8 +12,10 @@
  * worker and wait: each step below commits in a transaction of its own.
  *
  * Phase one moves members from E0 to E1, pending: a pending node refuses
- * every compare-and-set of a high-water mark, of any epoch.  Every member
- * of E0 is asked, the leaving one too; the proposal goes on only if a
+ * every compare-and-set of a high-water mark, of any epoch.  A joining node
+ * moves first, and only if it is fresh (never in a group, no window of its
+ * own); from then on it cannot make a window on its own.  Every member of
+ * E0 is asked, the leaving one too; the proposal goes on only if a
  * majority of E0 moved, so of two proposals made at once from E0 at most
  * one goes on, and no window can be won in E0 any more.  The proposer
  * moves itself last, in the transaction that also records the change in
@@ -27,11 +29,11 @@
  * E0, at least as many as make any majority of E0 share a node with them:
  * every window won in E0 was won on a majority of E0, so the largest marks
  * collected lie above all of them.  Each member of E1 raises its marks to
- * those and becomes active in E1 (a fresh node joins at this step; a
- * member that missed phase one moves straight from E0).  Only active
- * members vote, so every window won in E1 lies above every window won in
- * E0.  The proposer's worker repeats phase two until every member of E1 is
- * active, or a later change supersedes it.
+ * those and becomes active in E1 (a member that missed phase one moves
+ * straight from E0, unless E0 is epoch 0, that of nodes never in a
+ * group).  Only active members vote, so every window won in E1 lies above
+ * every window won in E0.  The proposer's worker repeats phase two until
+ * every member of E1 is active, or a later change supersedes it.
  *
  * A member that leaves takes no part in E1: it keeps serving its open
  * windows and never wins a window again (only it is left in E0).
@@ -187,6 +189,51 @@ distseq_peer_epoch_cas(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
+PG_FUNCTION_INFO_V1(distseq_peer_join);
+
+/*
+ * Phase one on a fresh node that joins: alone, never in a group, without a
+ * window of a sequence the agent keeps.  It moves to the new membership,
+ * pending, and can no longer make a window on its own (it has been in a
+ * group from now on, distseq_has_peers); the node row's lock, which making
+ * windows takes too, keeps one from appearing meanwhile.  Taking the same
+ * step again is a no-op.
+ */
+Datum
+distseq_peer_join(PG_FUNCTION_ARGS)
+{
+	const char *schema;
+	Oid			types[4] = {INT8OID, INT8OID, INT8ARRAYOID, INT8OID};
+	Datum		values[4];
+
+	for (int i = 0; i < 4; i++)
+		values[i] = PG_GETARG_DATUM(i);
+	distseq_spi_connect();
+	schema = distseq_catalog_schema();
+	distseq_node_verify(schema);
+	distseq_spi_exec(psprintf("SELECT 1 FROM %s.distseq_node"
+							  " WHERE epoch = $1 AND epoch_id = $2 AND pending AND proposer = $4",
+							  schema), 4, types, values, SPI_OK_SELECT);
+	if (SPI_processed == 0)
+	{
+		distseq_spi_exec(psprintf("UPDATE %1$s.distseq_node n SET epoch = $1, epoch_id = $2,"
+								  " members = $3, pending = true, proposer = $4,"
+								  " prev_epoch = epoch, prev_epoch_id = epoch_id, prev_members = members"
+								  " WHERE n.epoch = 0 AND NOT n.pending AND n.members = ARRAY[n.node_id]"
+								  "   AND NOT EXISTS (SELECT 1 FROM %1$s.distseq_windows w"
+								  "     JOIN %1$s.distseq_sequences s USING (sequence_name)"
+								  "     WHERE s.stripes = 1 AND s.servers IS NULL)", schema),
+						 4, types, values, SPI_OK_UPDATE);
+		if (SPI_processed != 1)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("this distseq node cannot join: it is not fresh"),
+					 errdetail("A node joins only before it has peers or windows of its own, so that no value it issued can collide.")));
+	}
+	SPI_finish();
+	PG_RETURN_VOID();
+}
+
 /* Go back from a pending membership whose change was not decided */
 static bool
 change_revert(const char *schema, int64 epoch, int64 epoch_id)
@@ -308,13 +355,9 @@ distseq_peer_marks(PG_FUNCTION_ARGS)
 
 /*
  * Phase two on this node: raise the marks and take part in the new
- * membership.  Accepted from the new membership (pending or not), from the
- * one before it (a member that missed phase one, or a pending member of a
- * change this one supersedes: both were decided), and from a fresh node,
- * which joins: alone, never in a group, without a window of a sequence the
- * agent keeps.  The node row's lock, which making windows takes too
- * (distseq_has_peers), keeps one from appearing between the check and the
- * join.
+ * membership.  Accepted from the new membership (pending or not), and from
+ * the one before it (a member that missed phase one, or a pending member of
+ * a change this one supersedes: both were decided).
  */
 static void
 change_activate(const char *schema, Datum *args)
@@ -324,8 +367,9 @@ change_activate(const char *schema, Datum *args)
 
 	/*
 	 * The membership before may be epoch 0, that of every node never in a
-	 * group: such a node is taken only if it is fresh.  And the node must be
-	 * the one the proposer knows (not another installed at its address).
+	 * group: such a node is not taken from there (a joiner took the new
+	 * membership in phase one).  And the node must be the one the proposer
+	 * knows, not another installed at its address.
 	 */
 	distseq_node_verify(schema);
 	distseq_spi_exec(psprintf("UPDATE %s.distseq_node n SET epoch = $1, epoch_id = $2, members = $5,"
@@ -333,19 +377,14 @@ change_activate(const char *schema, Datum *args)
 							  " prev_epoch_id = NULL, prev_members = NULL"
 							  " WHERE n.node_id = $8 AND"
 							  " ((n.epoch = $1 AND n.epoch_id = $2)"
-							  "  OR (n.epoch = $3 AND n.epoch_id = $4 AND $3 > 0)"
-							  "  OR (n.epoch = 0 AND NOT n.pending AND n.members = ARRAY[n.node_id]"
-							  "      AND NOT EXISTS (SELECT 1 FROM %s.distseq_windows w"
-							  "        JOIN %s.distseq_sequences s USING (sequence_name)"
-							  "        WHERE s.stripes = 1 AND s.servers IS NULL)))",
-							  schema, schema, schema),
+							  "  OR (n.epoch = $3 AND n.epoch_id = $4 AND $3 > 0))", schema),
 					 8, types, args, SPI_OK_UPDATE);
 	if (SPI_processed != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("this distseq node cannot take membership " INT64_FORMAT,
 						DatumGetInt64(args[0])),
-				 errdetail("It is neither in that membership nor in the one before, nor a fresh node.")));
+				 errdetail("It is neither in that membership nor in the one before.")));
 	distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences s SET hwm = GREATEST(%s, v.hwm)"
 							  " FROM (SELECT name, max(hwm) AS hwm FROM unnest($6, $7) AS u(name, hwm)"
 							  "       GROUP BY name) v WHERE s.sequence_name = v.name",
@@ -442,7 +481,8 @@ change_finished(const char *schema)
  * in this transaction; puts the others back if fewer than a majority moved.
  */
 static void
-change_propose(const char *schema, DistseqNodeState *st, int64 *members, int nmembers)
+change_propose(const char *schema, DistseqNodeState *st, int64 *members, int nmembers,
+			   DistseqPeer *joiner)
 {
 	Change		c;
 	const char *params[6];
@@ -467,6 +507,18 @@ change_propose(const char *schema, DistseqNodeState *st, int64 *members, int nme
 	params[3] = int8_text(c.epoch_id);
 	params[4] = array_text(members, nmembers);
 	params[5] = int8_text(st->node_id);
+
+	/* the joiner first: it must be fresh, and stays so no longer */
+	if (joiner)
+	{
+		RemoteConn *rc = distseq_peer_connect(joiner);
+
+		PQclear(distseq_remote_exec(rc, psprintf("SELECT %s.distseq_peer_join($1, $2, $3, $4)",
+												 distseq_remote_schema(rc)),
+									4, params + 2));
+		moved = lappend(moved, joiner);
+	}
+
 	for (int i = 0; i < st->nmembers; i++)
 	{
 		DistseqPeer *peer;
@@ -843,7 +895,7 @@ change_add(const char *schema, DistseqNodeState *st, const char *server_name, Oi
 	members = palloc(sizeof(int64) * (st->nmembers + 1));
 	memcpy(members, st->members, sizeof(int64) * st->nmembers);
 	members[st->nmembers] = peer.node_id;
-	change_propose(schema, st, members, st->nmembers + 1);
+	change_propose(schema, st, members, st->nmembers + 1, &peer);
 	return true;
 }
 
@@ -870,7 +922,7 @@ change_remove(const char *schema, DistseqNodeState *st, const char *server_name)
 		for (int i = 0; i < st->nmembers; i++)
 			if (st->members[i] != node_id)
 				members[n++] = st->members[i];
-		change_propose(schema, st, members, n);
+		change_propose(schema, st, members, n, NULL);
 		/* its server is forgotten when the change is finished */
 		return true;
 	}
@@ -897,6 +949,8 @@ distseq_change_run(char op, const char *server_name, Oid userid, MemoryContext c
 	check_minor();
 	schema = distseq_catalog_schema();
 	change_lock(schema);
+	/* members an earlier change left pending could not move: finish it */
+	(void) distseq_remote_try(resume_finish, NULL, NULL);
 	distseq_node_state(schema, &st);
 	distseq_node_verify(schema);
 	if (st.pending)
