@@ -30,6 +30,10 @@ CREATE TABLE distseq_change (
 );
 REVOKE ALL ON distseq_change FROM PUBLIC;
 
+-- The nodes of the group a sequence drawing from other servers found them
+-- in: a server outside it is refused (its values could repeat theirs).
+ALTER TABLE distseq_sequences ADD COLUMN server_nodes bigint[];
+
 DROP VIEW distseq_peers;
 DROP FUNCTION distseq_peer_status();
 DROP FUNCTION distseq_peer_state();

@@ -36,6 +36,7 @@
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
@@ -575,11 +576,13 @@ distseq_peer_reserve(PG_FUNCTION_ARGS)
 
 /*
  * The servers a sequence draws from, and the role it connects as (the
- * sequence's owner), or NIL for a sequence with windows of its own.  Names
- * are allocated in "cxt".
+ * sequence's owner), or NIL for a sequence with windows of its own.  Also
+ * the nodes of the group those servers were found in so far (*nodes NULL
+ * when none yet).  Allocated in "cxt".
  */
 List *
-distseq_catalog_servers(Oid relid, Oid *owner, MemoryContext cxt)
+distseq_catalog_servers(Oid relid, Oid *owner, int64 **nodes, int *nnodes,
+						MemoryContext cxt)
 {
 	int			minor = 0;
 	const char *schema = catalog_extension(&minor);
@@ -587,27 +590,62 @@ distseq_catalog_servers(Oid relid, Oid *owner, MemoryContext cxt)
 	Datum		values[1] = {Int64GetDatum((int64) relid)};
 	List	   *servers = NIL;
 
+	*nodes = NULL;
+	*nnodes = 0;
 	if (minor < 3)
 		return NIL;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (distseq_spi_exec(psprintf("SELECT unnest(s.servers)::text, c.relowner::int8"
-							  " FROM %s.distseq_sequences s"
-							  " JOIN pg_catalog.pg_class c ON c.oid = s.seqrel"
-							  " WHERE s.seqrel = $1::oid", schema),
+	if (distseq_spi_exec(psprintf("SELECT unnest(s.servers)::text, c.relowner::int8, %s"
+								  " FROM %s.distseq_sequences s"
+								  " JOIN pg_catalog.pg_class c ON c.oid = s.seqrel"
+								  " WHERE s.seqrel = $1::oid",
+								  minor >= 4 ? "s.server_nodes" : "NULL::int8[]", schema),
 					 1, types, values, SPI_OK_SELECT) > 0)
 	{
 		MemoryContext oldcxt = MemoryContextSwitchTo(cxt);
+		bool		isnull;
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &isnull);
 
 		for (uint64 i = 0; i < SPI_processed; i++)
 			servers = lappend(servers,
 							  pstrdup(SPI_getvalue(SPI_tuptable->vals[i],
 												   SPI_tuptable->tupdesc, 1)));
 		*owner = (Oid) distseq_spi_int8(0, 2);
+		if (!isnull)
+		{
+			Datum	   *elems;
+
+			deconstruct_array(DatumGetArrayTypeP(d), INT8OID, 8, FLOAT8PASSBYVAL,
+							  TYPALIGN_DOUBLE, &elems, NULL, nnodes);
+			*nodes = palloc(sizeof(int64) * Max(*nnodes, 1));
+			for (int i = 0; i < *nnodes; i++)
+				(*nodes)[i] = DatumGetInt64(elems[i]);
+		}
 		MemoryContextSwitchTo(oldcxt);
 	}
 	SPI_finish();
 	return servers;
+}
+
+/* Remember the nodes of the group a sequence draws from (version 1.4 on) */
+void
+distseq_catalog_set_server_nodes(Oid relid, int64 *nodes, int nnodes)
+{
+	int			minor = 0;
+	const char *schema = catalog_extension(&minor);
+	Oid			types[2] = {INT8OID, INT8ARRAYOID};
+	Datum		values[2];
+
+	if (minor < 4)
+		return;
+	distseq_spi_connect();
+	values[0] = Int64GetDatum((int64) relid);
+	values[1] = distseq_int8_array(nodes, nnodes);
+	distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences SET server_nodes = $2"
+							  " WHERE seqrel = $1::oid", schema),
+					 2, types, values, SPI_OK_UPDATE);
+	SPI_finish();
 }
 
 /*

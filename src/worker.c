@@ -427,7 +427,65 @@ typedef struct RemoteReserve
 	int64		count;
 	int64		max_value;
 	DistseqRange r;
+	/* the group the sequence drew from before: grows with what answers */
+	int64	   *nodes;
+	int			nnodes;
 } RemoteReserve;
+
+static bool
+node_in(int64 node, int64 *nodes, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (nodes[i] == node)
+			return true;
+	return false;
+}
+
+/*
+ * The servers a sequence draws from must share one id space: be one node,
+ * or members of one group.  Check the node that answered, with the members
+ * it sees, against the group seen so far, and add them to it.
+ */
+static void
+worker_check_group(RemoteReserve *rr, int64 node_id, const char *members)
+{
+	List	   *seen = NIL;
+	bool		shared = rr->nnodes == 0 || node_in(node_id, rr->nodes, rr->nnodes);
+	int64	   *nodes;
+	int			n = rr->nnodes;
+	ListCell   *lc;
+
+	for (const char *p = members; *p; p++)
+	{
+		if (*p == '{' || *p == ',')
+		{
+			int64	   *m = palloc(sizeof(int64));
+
+			*m = strtoll(p + 1, NULL, 10);
+			seen = lappend(seen, m);
+			shared = shared || node_in(*m, rr->nodes, rr->nnodes);
+		}
+	}
+	if (!shared)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("distseq peer \"%s\" is not in the group sequence \"%s\" drew from before",
+						GetForeignServer(rr->serverid)->servername, rr->name),
+				 errdetail("Its values could repeat those of the other servers.")));
+	nodes = palloc(sizeof(int64) * (rr->nnodes + list_length(seen) + 1));
+	memcpy(nodes, rr->nodes, sizeof(int64) * rr->nnodes);
+	if (!node_in(node_id, nodes, n))
+		nodes[n++] = node_id;
+	foreach(lc, seen)
+	{
+		int64		m = *(int64 *) lfirst(lc);
+
+		if (!node_in(m, nodes, n))
+			nodes[n++] = m;
+	}
+	rr->nodes = nodes;
+	rr->nnodes = n;
+}
 
 static void
 worker_remote_reserve_one(void *arg)
@@ -440,11 +498,14 @@ worker_remote_reserve_one(void *arg)
 
 	snprintf(count, sizeof(count), INT64_FORMAT, rr->count);
 	res = distseq_remote_exec(rc,
-							  psprintf("SELECT lo, hi FROM %s.distseq_peer_reserve($1, $2)",
+							  psprintf("SELECT r.lo, r.hi, n.node_id, n.members"
+									   " FROM %1$s.distseq_peer_reserve($1, $2) r,"
+									   " %1$s.distseq_peer_state() n",
 									   distseq_remote_schema(rc)),
 							  2, params);
 	rr->r.lo = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
 	rr->r.hi = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
+	worker_check_group(rr, strtoll(PQgetvalue(res, 0, 2), NULL, 10), PQgetvalue(res, 0, 3));
 	PQclear(res);
 	if (RANGE_SIZE(rr->r) <= 0)
 		ereport(ERROR,
@@ -474,6 +535,8 @@ worker_remote_refill(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
 	MemoryContext oldcxt = CurrentMemoryContext;
 	List	   *servers = NIL;
 	Oid			owner = InvalidOid;
+	int64	   *nodes;
+	int			nnodes;
 	char	   *volatile failure = NULL;
 	StringInfoData errors;
 	ListCell   *lc;
@@ -487,7 +550,7 @@ worker_remote_refill(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
 	PG_TRY();
 	{
 		distseq_xact_begin();
-		servers = distseq_catalog_servers(relid, &owner, cxt);
+		servers = distseq_catalog_servers(relid, &owner, &nodes, &nnodes, cxt);
 		initStringInfo(&errors);
 		foreach(lc, servers)
 		{
@@ -512,11 +575,15 @@ worker_remote_refill(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
 			rr.name = seq->name;
 			rr.count = count;
 			rr.max_value = seq->max_value;
+			rr.nodes = nodes;
+			rr.nnodes = nnodes;
 			pgstat_report_activity(STATE_RUNNING, "distseq remote refill");
 			if (distseq_remote_try(worker_remote_reserve_one, &rr, &error))
 			{
 				*r = rr.r;
 				*ok = true;
+				if (rr.nnodes != nnodes)
+					distseq_catalog_set_server_nodes(relid, rr.nodes, rr.nnodes);
 				break;
 			}
 			appendStringInfo(&errors, "%s%s", errors.len ? "; " : "", error);

@@ -10,7 +10,7 @@ use lib $FindBin::RealBin;
 use DistseqPeers;
 
 my %node;
-$node{$_} = peer_node("remote_$_") for qw(a b c);
+$node{$_} = peer_node("remote_$_") for qw(a b c d);
 
 sub server
 {
@@ -63,7 +63,26 @@ my ($r, $o, $e) = $node{c}->psql('postgres', "SELECT distseq_nextval('small')");
 like($e, qr/returned values 1 to \d+ for sequence "small", outside what was asked/,
 	'a range past max_value is refused');
 
+# The servers of a sequence must share one id space: d has a 'mixed' of
+# its own, outside the group of a and b, so once c has drawn from a it
+# refuses d's values (they could repeat a's).
+server('c', 'd');
+$node{a}->safe_psql('postgres', "SELECT distseq_create('mixed', block_size => 10)");
+$node{a}->safe_psql('postgres', 'SELECT count(*) FROM distseq_maintain()');
+$node{d}->safe_psql('postgres', "SELECT distseq_create('mixed', block_size => 10)");
+$node{d}->safe_psql('postgres', "SELECT distseq_nextval('mixed')");
+$node{c}->safe_psql('postgres',
+	"SELECT distseq_create('mixed', block_size => 10, servers => ARRAY['node_a', 'node_d'])");
+$node{c}->safe_psql('postgres', "SELECT distseq_nextval('mixed')");
+is($node{c}->safe_psql('postgres',
+		"SELECT cardinality(server_nodes) FROM distseq_sequences WHERE sequence_name = 'mixed'"),
+	'2', 'c learned the group it draws from: a and b');
+
 $node{a}->stop('immediate');
+($r, $o, $e) = $node{c}->psql('postgres',
+	"SELECT distseq_nextval('mixed') FROM generate_series(1, 10000)");
+like($e, qr/"node_d" is not in the group sequence "mixed" drew from before/,
+	'a server outside that group is refused');
 my @c2 = draw('c', 500);
 is(scalar(@c2), 500, 'with a gone, c fails over to b');
 draw('b', 300);
