@@ -98,6 +98,15 @@ REVOKE ALL ON FUNCTION distseq_peer_state(),
 	distseq_peer_activate(bigint, bigint, bigint, bigint, bigint[], text[], bigint[], bigint)
 	FROM PUBLIC;
 
+-- On a promoted synchronous standby of a member: take the member's place.
+-- Only if every commit of the old primary waited for this standby, and the
+-- old primary never comes back.
+CREATE FUNCTION distseq_accept_promotion()
+RETURNS void
+AS 'MODULE_PATHNAME', 'distseq_accept_promotion'
+LANGUAGE C;
+REVOKE ALL ON FUNCTION distseq_accept_promotion() FROM PUBLIC;
+
 -- pending: the peer is in a membership change that is not active there yet
 CREATE FUNCTION distseq_peer_status(OUT server_name name, OUT node_id bigint,
 									OUT reachable boolean, OUT error text,

@@ -155,6 +155,47 @@ distseq_node_verify(const char *schema)
 					 3, types, values, SPI_OK_UPDATE);
 }
 
+PG_FUNCTION_INFO_V1(distseq_accept_promotion);
+
+/*
+ * Let a promoted synchronous standby of a member take the member's place.
+ * The administrator vouches for what this node cannot see: that every
+ * commit of the old primary waited for this standby (so it holds all the
+ * member promised), and that the old primary never comes back.  Only the
+ * timeline may differ from where the member was made.
+ */
+Datum
+distseq_accept_promotion(PG_FUNCTION_ARGS)
+{
+	const char *schema;
+	Oid			types[3] = {INT8OID, INT8OID, INT8OID};
+	Datum		values[3];
+
+	distseq_check_loaded();
+	distseq_spi_connect();
+	schema = distseq_catalog_schema();
+	values[0] = Int64GetDatum((int64) GetSystemIdentifier());
+	values[1] = Int64GetDatum((int64) distseq_timeline());
+	values[2] = Int64GetDatum((int64) MyDatabaseId);
+	distseq_spi_exec(psprintf("UPDATE %s.distseq_node SET origin_timeline = $2"
+							  " WHERE origin_system = $1 AND origin_database = $3::oid"
+							  "   AND origin_timeline < $2 AND (epoch > 0 OR cardinality(members) > 1)",
+							  schema), 3, types, values, SPI_OK_UPDATE);
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("this distseq node is not a promoted standby of a member"),
+				 errdetail("Only a member found on a newer timeline of the server and database it was made on can take its own place.")));
+	/* its sequences are the member's too: no rejoin for them */
+	distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences SET origin_timeline = $2"
+							  " WHERE origin_system = $1 AND origin_database = $3::oid"
+							  "   AND origin_timeline < $2", schema),
+					 3, types, values, SPI_OK_UPDATE);
+	SPI_finish();
+	distseq_worker_wake(MyDatabaseId);
+	PG_RETURN_VOID();
+}
+
 /* How to reach a member, or NULL when this node has no server for it */
 DistseqPeer *
 distseq_peer_of(const char *schema, int64 node_id)
