@@ -142,10 +142,16 @@ check_minor(void)
  * membership, pending.  Taking the same step again is a no-op.  The update
  * of the node row waits for compare-and-sets in flight here (they hold a
  * share lock on it) and makes every later one fail.
+ *
+ * A node that joins ("join") moves instead from being fresh: alone, never
+ * in a group, without a window of a sequence the agent keeps.  From then
+ * on it can no longer make a window on its own (it has been in a group,
+ * distseq_has_peers); the node row's lock, which making windows takes too,
+ * keeps one from appearing meanwhile.
  */
 static void
 change_move(const char *schema, int64 epoch, int64 epoch_id, int64 new_epoch,
-			int64 new_epoch_id, Datum members, int64 proposer)
+			int64 new_epoch_id, Datum members, int64 proposer, bool join)
 {
 	Oid			types[6] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8ARRAYOID, INT8OID};
 	Datum		values[6];
@@ -162,11 +168,22 @@ change_move(const char *schema, int64 epoch, int64 epoch_id, int64 new_epoch,
 							  schema), 6, types, values, SPI_OK_SELECT);
 	if (SPI_processed == 1)
 		return;
-	distseq_spi_exec(psprintf("UPDATE %s.distseq_node SET epoch = $3, epoch_id = $4, members = $5,"
-							  " pending = true, proposer = $6, prev_epoch = epoch,"
-							  " prev_epoch_id = epoch_id, prev_members = members"
-							  " WHERE epoch = $1 AND epoch_id = $2 AND NOT pending", schema),
+	distseq_spi_exec(psprintf("UPDATE %1$s.distseq_node n SET epoch = $3, epoch_id = $4,"
+							  " members = $5, pending = true, proposer = $6, prev_epoch = epoch,"
+							  " prev_epoch_id = epoch_id, prev_members = members WHERE %2$s",
+							  schema,
+							  join ?
+							  psprintf("n.epoch = 0 AND NOT n.pending AND n.members = ARRAY[n.node_id]"
+									   " AND NOT EXISTS (SELECT 1 FROM %1$s.distseq_windows w"
+									   "   JOIN %1$s.distseq_sequences s USING (sequence_name)"
+									   "   WHERE s.stripes = 1 AND s.servers IS NULL)", schema) :
+							  "n.epoch = $1 AND n.epoch_id = $2 AND NOT n.pending"),
 					 6, types, values, SPI_OK_UPDATE);
+	if (SPI_processed != 1 && join)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("this distseq node cannot join: it is not fresh"),
+				 errdetail("A node joins only before it has peers or windows of its own, so that no value it issued can collide.")));
 	if (SPI_processed != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
@@ -184,52 +201,20 @@ distseq_peer_epoch_cas(PG_FUNCTION_ARGS)
 	distseq_spi_connect();
 	change_move(distseq_catalog_schema(), PG_GETARG_INT64(0), PG_GETARG_INT64(1),
 				PG_GETARG_INT64(2), PG_GETARG_INT64(3), PG_GETARG_DATUM(4),
-				PG_GETARG_INT64(5));
+				PG_GETARG_INT64(5), false);
 	SPI_finish();
 	PG_RETURN_VOID();
 }
 
 PG_FUNCTION_INFO_V1(distseq_peer_join);
 
-/*
- * Phase one on a fresh node that joins: alone, never in a group, without a
- * window of a sequence the agent keeps.  It moves to the new membership,
- * pending, and can no longer make a window on its own (it has been in a
- * group from now on, distseq_has_peers); the node row's lock, which making
- * windows takes too, keeps one from appearing meanwhile.  Taking the same
- * step again is a no-op.
- */
+/* Phase one on a fresh node that joins */
 Datum
 distseq_peer_join(PG_FUNCTION_ARGS)
 {
-	const char *schema;
-	Oid			types[4] = {INT8OID, INT8OID, INT8ARRAYOID, INT8OID};
-	Datum		values[4];
-
-	for (int i = 0; i < 4; i++)
-		values[i] = PG_GETARG_DATUM(i);
 	distseq_spi_connect();
-	schema = distseq_catalog_schema();
-	distseq_node_verify(schema);
-	distseq_spi_exec(psprintf("SELECT 1 FROM %s.distseq_node"
-							  " WHERE epoch = $1 AND epoch_id = $2 AND pending AND proposer = $4",
-							  schema), 4, types, values, SPI_OK_SELECT);
-	if (SPI_processed == 0)
-	{
-		distseq_spi_exec(psprintf("UPDATE %1$s.distseq_node n SET epoch = $1, epoch_id = $2,"
-								  " members = $3, pending = true, proposer = $4,"
-								  " prev_epoch = epoch, prev_epoch_id = epoch_id, prev_members = members"
-								  " WHERE n.epoch = 0 AND NOT n.pending AND n.members = ARRAY[n.node_id]"
-								  "   AND NOT EXISTS (SELECT 1 FROM %1$s.distseq_windows w"
-								  "     JOIN %1$s.distseq_sequences s USING (sequence_name)"
-								  "     WHERE s.stripes = 1 AND s.servers IS NULL)", schema),
-						 4, types, values, SPI_OK_UPDATE);
-		if (SPI_processed != 1)
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("this distseq node cannot join: it is not fresh"),
-					 errdetail("A node joins only before it has peers or windows of its own, so that no value it issued can collide.")));
-	}
+	change_move(distseq_catalog_schema(), 0, 0, PG_GETARG_INT64(0), PG_GETARG_INT64(1),
+				PG_GETARG_DATUM(2), PG_GETARG_INT64(3), true);
 	SPI_finish();
 	PG_RETURN_VOID();
 }
@@ -550,7 +535,7 @@ change_propose(const char *schema, DistseqNodeState *st, int64 *members, int nme
 		values[4] = distseq_int8_array(members, nmembers);
 		values[5] = distseq_int8_array(st->members, st->nmembers);
 		change_move(schema, c.prev_epoch, c.prev_epoch_id, c.epoch, c.epoch_id,
-					values[4], st->node_id);
+					values[4], st->node_id, false);
 		/* a change not finished yet is superseded by this one */
 		change_finished(schema);
 		distseq_spi_exec(psprintf("INSERT INTO %s.distseq_change (epoch, epoch_id, prev_epoch,"
