@@ -47,7 +47,6 @@ typedef struct Member
 {
 	int64		node_id;
 	DistseqPeer *peer;			/* NULL for this node */
-	RemoteConn *rc;
 	bool		reachable;
 	bool		in_epoch;		/* in the epoch this node believes in */
 	bool		has_sequence;
@@ -64,27 +63,6 @@ typedef struct AgentSeq
 	int64		max_value;
 	int32		min_open;
 } AgentSeq;
-
-typedef struct Call
-{
-	Member	   *m;
-	const char *sql;
-	int			nparams;
-	const char **params;
-	PGresult   *res;
-} Call;
-
-static void
-call_remote(void *arg)
-{
-	Call	   *c = arg;
-
-	if (c->m->rc == NULL)
-		c->m->rc = distseq_peer_connect(c->m->peer);
-	c->res = distseq_remote_exec(c->m->rc,
-								 psprintf(c->sql, distseq_remote_schema(c->m->rc)),
-								 c->nparams, c->params);
-}
 
 /*
  * Peers that did not answer are not tried again for a while: one that is
@@ -159,7 +137,7 @@ peers_wake(void)
 static PGresult *
 member_exec(Member *m, const char *sql, int nparams, const char **params)
 {
-	Call		c = {m, sql, nparams, params, NULL};
+	PGresult   *res;
 
 	if (!m->reachable)
 		return NULL;
@@ -169,14 +147,12 @@ member_exec(Member *m, const char *sql, int nparams, const char **params)
 		m->error = psprintf("%s: did not answer a moment ago", m->peer->name);
 		return NULL;
 	}
-	if (!distseq_remote_try(call_remote, &c, &m->error))
+	if ((res = distseq_peer_exec(m->peer, sql, nparams, params, &m->error)) == NULL)
 	{
 		peer_rest(m->peer->serverid);
 		m->reachable = false;
-		m->rc = NULL;
-		return NULL;
 	}
-	return c.res;
+	return res;
 }
 
 /* The members other than this node, with a connection where one works */

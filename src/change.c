@@ -73,38 +73,6 @@ typedef struct Mark
 	int64		hwm;
 } Mark;
 
-/* One statement on a peer, in distseq_remote_try() */
-typedef struct PeerCall
-{
-	DistseqPeer *peer;
-	const char *sql;			/* %s for the peer's schema */
-	int			nparams;
-	const char **params;
-	PGresult   *res;
-} PeerCall;
-
-static void
-peer_call(void *arg)
-{
-	PeerCall   *c = arg;
-	RemoteConn *rc = distseq_peer_connect(c->peer);
-
-	c->res = distseq_remote_exec(rc, psprintf(c->sql, distseq_remote_schema(rc)),
-								 c->nparams, c->params);
-}
-
-/* Run sql on a peer; NULL, with the message in *error, on failure */
-static PGresult *
-peer_exec(DistseqPeer *peer, const char *sql, int nparams, const char **params,
-		  char **error)
-{
-	PeerCall	c = {peer, sql, nparams, params, NULL};
-
-	if (!distseq_remote_try(peer_call, &c, error))
-		return NULL;
-	return c.res;
-}
-
 static char *
 int8_text(int64 v)
 {
@@ -512,7 +480,7 @@ change_propose(const char *schema, DistseqNodeState *st, int64 *members, int nme
 		if (st->members[i] == st->node_id)
 			continue;
 		peer = peer_or_error(schema, st->members[i], &error);
-		if (peer && peer_exec(peer, "SELECT %s.distseq_peer_epoch_cas($1, $2, $3, $4, $5, $6)",
+		if (peer && distseq_peer_exec(peer, "SELECT %s.distseq_peer_epoch_cas($1, $2, $3, $4, $5, $6)",
 							  6, params, &error))
 		{
 			moved = lappend(moved, peer);
@@ -546,7 +514,7 @@ change_propose(const char *schema, DistseqNodeState *st, int64 *members, int nme
 	}
 
 	foreach(lc, moved)
-		(void) peer_exec(lfirst(lc), "SELECT %s.distseq_peer_revert($1, $2)", 2, params + 2, NULL);
+		(void) distseq_peer_exec(lfirst(lc), "SELECT %s.distseq_peer_revert($1, $2)", 2, params + 2, NULL);
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("could not change the distseq membership: %d of %d members agreed, %d needed",
@@ -571,7 +539,7 @@ collect_marks(const char *schema, DistseqNodeState *st, int64 node_id, Change *c
 		return true;
 	}
 	if ((peer = peer_or_error(schema, node_id, error)) == NULL ||
-		(res = peer_exec(peer, "SELECT sequence_name, hwm FROM %s.distseq_peer_marks($1, $2)",
+		(res = distseq_peer_exec(peer, "SELECT sequence_name, hwm FROM %s.distseq_peer_marks($1, $2)",
 						 2, params, error)) == NULL)
 		return false;
 	for (int i = 0; i < PQntuples(res); i++)
@@ -728,7 +696,7 @@ change_finish(const char *schema)
 			continue;
 		params[7] = int8_text(c.members[i]);
 		if ((peer = peer_or_error(schema, c.members[i], &error)) == NULL ||
-			peer_exec(peer, "SELECT %s.distseq_peer_activate($1, $2, $3, $4, $5, $6, $7, $8)",
+			distseq_peer_exec(peer, "SELECT %s.distseq_peer_activate($1, $2, $3, $4, $5, $6, $7, $8)",
 					  8, params, &error) == NULL)
 			failed++;
 	}
@@ -766,7 +734,7 @@ change_recover(const char *schema, DistseqNodeState *st)
 	params[0] = int8_text(st->epoch);
 	params[1] = int8_text(st->epoch_id);
 	if ((peer = peer_or_error(schema, st->proposer, &error)) == NULL ||
-		(res = peer_exec(peer, "SELECT %s.distseq_peer_decided($1, $2)", 2, params,
+		(res = distseq_peer_exec(peer, "SELECT %s.distseq_peer_decided($1, $2)", 2, params,
 						 &error)) == NULL)
 		return psprintf("could not ask the proposer of membership " INT64_FORMAT ": %s",
 						st->epoch, error);

@@ -228,6 +228,41 @@ distseq_peer_connect(DistseqPeer *peer)
 	return distseq_remote_get(peer->serverid, peer->added_by);
 }
 
+/* One statement on a peer, in distseq_remote_try() */
+typedef struct PeerCall
+{
+	DistseqPeer *peer;
+	const char *sql;
+	int			nparams;
+	const char **params;
+	PGresult   *res;
+} PeerCall;
+
+static void
+peer_call(void *arg)
+{
+	PeerCall   *c = arg;
+	RemoteConn *rc = distseq_peer_connect(c->peer);
+
+	c->res = distseq_remote_exec(rc, psprintf(c->sql, distseq_remote_schema(rc)),
+								 c->nparams, c->params);
+}
+
+/*
+ * Run "sql" (%s stands for the peer's schema) on a peer, in a
+ * subtransaction; NULL, with the message in *error, on failure.
+ */
+PGresult *
+distseq_peer_exec(DistseqPeer *peer, const char *sql, int nparams, const char **params,
+				  char **error)
+{
+	PeerCall	c = {peer, sql, nparams, params, NULL};
+
+	if (!distseq_remote_try(peer_call, &c, error))
+		return NULL;
+	return c.res;
+}
+
 Datum
 distseq_int8_array(int64 *vals, int n)
 {
