@@ -733,38 +733,25 @@ distseq_worker_serve_refills(void)
 }
 
 /*
- * Ask the worker of a database for an agent pass and wait for it to end;
- * raise its error, if it failed.  For distseq_maintain().
+ * Sleep on a worker's condition variable until "ready", called under
+ * Distseq->lock, says what was asked is done; wake the worker meanwhile
+ * (it may have been restarted).  Raises "timed out waiting for <what>"
+ * after timeout_ms.
  */
-void
-distseq_worker_agent_pass(Oid dboid)
+static void
+worker_wait(Oid dboid, DistseqDbWorker *w, long timeout_ms,
+			bool (*ready) (DistseqDbWorker *w, void *arg), void *arg,
+			const char *what)
 {
-	DistseqDbWorker *w;
-	uint64		ticket;
-	TimestampTz deadline;
-	char		error[sizeof(w->agent_error)];
-	char		detail[sizeof(w->agent_detail)];
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
 
-	distseq_worker_wake(dboid);
-	LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
-	w = worker_find(dboid);
-	ticket = ++w->agent_requested;
-	if (w->latch)
-		SetLatch(w->latch);
-	LWLockRelease(Distseq->lock);
-
-	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-										   Max(distseq_refill_timeout,
-											   distseq_remote_timeout * 10));
 	ConditionVariablePrepareToSleep(&w->agent_cv);
 	for (;;)
 	{
 		bool		done;
 
-		LWLockAcquire(Distseq->lock, LW_SHARED);
-		done = w->agent_done >= ticket;
-		strlcpy(error, w->agent_error, sizeof(error));
-		strlcpy(detail, w->agent_detail, sizeof(detail));
+		LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
+		done = ready(w, arg);
 		LWLockRelease(Distseq->lock);
 		if (done)
 			break;
@@ -773,18 +760,59 @@ distseq_worker_agent_pass(Oid dboid)
 			ConditionVariableCancelSleep();
 			ereport(ERROR,
 					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-					 errmsg("timed out waiting for the distseq agent"),
+					 errmsg("timed out waiting for %s", what),
 					 errhint("Check the server log for errors of the distseq worker.")));
 		}
 		(void) ConditionVariableTimedSleep(&w->agent_cv, 1000, PG_WAIT_EXTENSION);
 		distseq_worker_wake(dboid);
 	}
 	ConditionVariableCancelSleep();
-	if (error[0])
+}
+
+typedef struct AgentWait
+{
+	uint64		ticket;
+	char		error[256];
+	char		detail[512];
+} AgentWait;
+
+static bool
+agent_pass_done(DistseqDbWorker *w, void *arg)
+{
+	AgentWait  *aw = arg;
+
+	if (w->agent_done < aw->ticket)
+		return false;
+	strlcpy(aw->error, w->agent_error, sizeof(aw->error));
+	strlcpy(aw->detail, w->agent_detail, sizeof(aw->detail));
+	return true;
+}
+
+/*
+ * Ask the worker of a database for an agent pass and wait for it to end;
+ * raise its error, if it failed.  For distseq_maintain().
+ */
+void
+distseq_worker_agent_pass(Oid dboid)
+{
+	DistseqDbWorker *w;
+	AgentWait	aw;
+
+	distseq_worker_wake(dboid);
+	LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
+	w = worker_find(dboid);
+	aw.ticket = ++w->agent_requested;
+	if (w->latch)
+		SetLatch(w->latch);
+	LWLockRelease(Distseq->lock);
+
+	worker_wait(dboid, w, Max(distseq_refill_timeout, distseq_remote_timeout * 10),
+				agent_pass_done, &aw, "the distseq agent");
+	if (aw.error[0])
 		ereport(ERROR,
 				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
-				 errmsg("%s", error),
-				 detail[0] ? errdetail_internal("%s", detail) : 0));
+				 errmsg("%s", aw.error),
+				 aw.detail[0] ? errdetail_internal("%s", aw.detail) : 0));
 }
 
 /*
@@ -846,6 +874,47 @@ worker_change_pass(void)
 	last_agent_run = 0;
 }
 
+typedef struct ChangeWait
+{
+	char		op;
+	const char *server_name;
+	Oid			userid;
+	uint64		ticket;			/* 0 until the slot was ours */
+	int			elevel;
+	int			sqlstate;
+	char		message[256];
+	char		detail[256];
+	char		hint[160];
+} ChangeWait;
+
+/* Hand the change over once the slot is free; then wait for its end */
+static bool
+change_done(DistseqDbWorker *w, void *arg)
+{
+	ChangeWait *cw = arg;
+
+	if (cw->ticket == 0)
+	{
+		if (w->change_op != 0)
+			return false;
+		w->change_op = cw->op;
+		strlcpy(w->change_server, cw->server_name, sizeof(w->change_server));
+		w->change_user = cw->userid;
+		cw->ticket = ++w->change_requested;
+		if (w->latch)
+			SetLatch(w->latch);
+		return false;
+	}
+	if (w->change_done < cw->ticket)
+		return false;
+	cw->elevel = w->change_elevel;
+	cw->sqlstate = w->change_sqlstate;
+	strlcpy(cw->message, w->change_message, sizeof(cw->message));
+	strlcpy(cw->detail, w->change_detail, sizeof(cw->detail));
+	strlcpy(cw->hint, w->change_hint, sizeof(cw->hint));
+	return true;
+}
+
 /*
  * Hand a change of membership to the worker of a database and wait for it:
  * the worker makes it in transactions of its own (change.c).  Raises what
@@ -856,13 +925,7 @@ void
 distseq_worker_change(Oid dboid, char op, const char *server_name, Oid userid)
 {
 	DistseqDbWorker *w;
-	uint64		ticket = 0;
-	TimestampTz deadline;
-	int			elevel = 0;
-	int			sqlstate = 0;
-	char		message[sizeof(w->change_message)];
-	char		detail[sizeof(w->change_detail)];
-	char		hint[sizeof(w->change_hint)];
+	ChangeWait	cw = {op, server_name, userid, 0};
 
 	distseq_worker_wake(dboid);
 	LWLockAcquire(Distseq->lock, LW_SHARED);
@@ -870,58 +933,18 @@ distseq_worker_change(Oid dboid, char op, const char *server_name, Oid userid)
 	LWLockRelease(Distseq->lock);
 
 	/* a change talks to every member, twice */
-	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-										   Max(distseq_refill_timeout,
-											   distseq_remote_timeout * 20));
-	ConditionVariablePrepareToSleep(&w->agent_cv);
-	for (;;)
-	{
-		bool		done;
-
-		LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
-		if (ticket == 0 && w->change_op == 0)
-		{
-			w->change_op = op;
-			strlcpy(w->change_server, server_name, sizeof(w->change_server));
-			w->change_user = userid;
-			ticket = ++w->change_requested;
-			if (w->latch)
-				SetLatch(w->latch);
-		}
-		done = ticket != 0 && w->change_done >= ticket;
-		if (done)
-		{
-			elevel = w->change_elevel;
-			sqlstate = w->change_sqlstate;
-			strlcpy(message, w->change_message, sizeof(message));
-			strlcpy(detail, w->change_detail, sizeof(detail));
-			strlcpy(hint, w->change_hint, sizeof(hint));
-		}
-		LWLockRelease(Distseq->lock);
-		if (done)
-			break;
-		if (GetCurrentTimestamp() >= deadline)
-		{
-			ConditionVariableCancelSleep();
-			ereport(ERROR,
-					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-					 errmsg("timed out waiting for the distseq worker to change the membership"),
-					 errhint("The change may still be made: look at distseq_peers.")));
-		}
-		(void) ConditionVariableTimedSleep(&w->agent_cv, 1000, PG_WAIT_EXTENSION);
-		distseq_worker_wake(dboid);
-	}
-	ConditionVariableCancelSleep();
-	if (elevel == ERROR)
+	worker_wait(dboid, w, Max(distseq_refill_timeout, distseq_remote_timeout * 20),
+				change_done, &cw, "the distseq worker to change the membership");
+	if (cw.elevel == ERROR)
 		ereport(ERROR,
-				(errcode(sqlstate),
-				 errmsg_internal("%s", message),
-				 detail[0] ? errdetail_internal("%s", detail) : 0,
-				 hint[0] ? errhint("%s", hint) : 0));
-	if (elevel == WARNING)
+				(errcode(cw.sqlstate),
+				 errmsg_internal("%s", cw.message),
+				 cw.detail[0] ? errdetail_internal("%s", cw.detail) : 0,
+				 cw.hint[0] ? errhint("%s", cw.hint) : 0));
+	if (cw.elevel == WARNING)
 		ereport(WARNING,
 				(errmsg("the distseq membership change is decided, but not active on every member yet"),
-				 errdetail_internal("%s", message),
+				 errdetail_internal("%s", cw.message),
 				 errhint("The worker goes on as members become reachable; distseq_peers shows the pending ones.")));
 }
 
