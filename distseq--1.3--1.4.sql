@@ -8,11 +8,47 @@
 -- came from, to go back to if that change is abandoned before it was
 -- decided.
 ALTER TABLE distseq_node
+	ADD COLUMN made_windows boolean NOT NULL DEFAULT false,
 	ADD COLUMN pending boolean NOT NULL DEFAULT false,
 	ADD COLUMN proposer bigint,
 	ADD COLUMN prev_epoch bigint,
 	ADD COLUMN prev_epoch_id bigint,
 	ADD COLUMN prev_members bigint[];
+
+-- made_windows: this node made windows of a sequence the agent keeps while
+-- it was never in a group, so it cannot join one.
+UPDATE distseq_node SET made_windows = EXISTS (
+	SELECT 1 FROM distseq_windows w JOIN distseq_sequences s USING (sequence_name)
+	WHERE s.stripes = 1 AND s.servers IS NULL);
+
+-- On a node that has ever been in a group, a sequence the agent keeps
+-- cannot be dropped: its high-water mark here is part of the group's memory.
+CREATE OR REPLACE FUNCTION distseq_on_drop()
+RETURNS event_trigger
+LANGUAGE plpgsql SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+	shared text;
+BEGIN
+	SELECT s.sequence_name INTO shared
+	FROM @extschema@.distseq_sequences s
+	JOIN pg_catalog.pg_event_trigger_dropped_objects() d
+	  ON d.classid = 'pg_catalog.pg_class'::regclass AND d.objid = s.seqrel::oid
+	WHERE s.stripes = 1 AND s.servers IS NULL
+	  AND (SELECT epoch > 0 OR cardinality(members) > 1 FROM @extschema@.distseq_node)
+	LIMIT 1;
+	IF shared IS NOT NULL THEN
+		RAISE EXCEPTION 'cannot drop distseq sequence "%" on a node with peers', shared
+			USING ERRCODE = 'object_in_use',
+				  HINT = 'Its high-water mark here guards the windows of the other members.';
+	END IF;
+	DELETE FROM @extschema@.distseq_sequences s
+	USING pg_catalog.pg_event_trigger_dropped_objects() d
+	WHERE d.classid = 'pg_catalog.pg_class'::regclass
+	  AND d.objid = s.seqrel::oid;
+END
+$$;
 
 -- The changes this node proposed and decided: a row is written in the
 -- transaction that moves this node into the new membership, so a change is

@@ -365,6 +365,7 @@ agent_allocate(const char *schema, AgentSeq *seq, DistseqNodeState *st,
 						  " (sequence_name, window_start, window_end, next_hi)"
 						  " VALUES ($1, $2, $3, $2)", schema),
 				 3, types, values, SPI_OK_INSERT);
+		distseq_note_windows(schema, distseq_catalog_minor());
 		/* our own mark too, when it was not part of the majority */
 		distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences SET hwm = GREATEST(hwm, $4)"
 						  " WHERE sequence_name = $1", schema),
@@ -443,7 +444,9 @@ agent_step(const char *name)
 		distseq_spi_exec(psprintf("SELECT count(*) FROM %s.distseq_windows"
 						  " WHERE sequence_name = $1 AND next_hi < window_end", schema),
 				 1, types, values, SPI_OK_SELECT);
-		if (distseq_spi_int8(0, 1) < seq->min_open)
+		/* a change may have moved this node since the pass began */
+		if (distseq_spi_int8(0, 1) < seq->min_open &&
+			!st.pending && distseq_is_member(&st, st.node_id))
 			outcome = agent_allocate(schema, seq, &st, ms, n);
 	}
 

@@ -397,8 +397,8 @@ catalog_ensure_windows(const char *schema, int minor, const char *name,
 
 	/*
 	 * With peers, windows of the sequences the agent keeps come only from
-	 * its majority protocol.  The share lock on the node row orders this
-	 * against a join (distseq_peer_adopt).
+	 * its majority protocol.  The share lock on the node row, and the note
+	 * made below, order this against a join (change.c).
 	 */
 	if (minor >= 3 && distseq_has_peers(schema) && stripes == 1)
 		return;
@@ -433,6 +433,8 @@ catalog_ensure_windows(const char *schema, int minor, const char *name,
 					 3, types, values, SPI_OK_INSERT);
 		open++;
 		top = end;
+		if (stripes == 1)
+			distseq_note_windows(schema, minor);
 	}
 	/* a majority of one: this node's mark is the top */
 	if (minor >= 3)

@@ -112,10 +112,11 @@ check_minor(void)
  * share lock on it) and makes every later one fail.
  *
  * A node that joins ("join") moves instead from being fresh: alone, never
- * in a group, without a window of a sequence the agent keeps.  From then
- * on it can no longer make a window on its own (it has been in a group,
- * distseq_has_peers); the node row's lock, which making windows takes too,
- * keeps one from appearing meanwhile.
+ * in a group, and never having made a window of a sequence the agent
+ * keeps.  From then on it can no longer make one on its own (it has been in
+ * a group, distseq_has_peers).  Making windows alone updates the node row
+ * (distseq_note_windows): a join that waited for that row checks the flag
+ * again when it goes on, which a check of distseq_windows would not do.
  */
 static void
 change_move(const char *schema, int64 epoch, int64 epoch_id, int64 new_epoch,
@@ -141,10 +142,8 @@ change_move(const char *schema, int64 epoch, int64 epoch_id, int64 new_epoch,
 							  " prev_epoch_id = epoch_id, prev_members = members WHERE %2$s",
 							  schema,
 							  join ?
-							  psprintf("n.epoch = 0 AND NOT n.pending AND n.members = ARRAY[n.node_id]"
-									   " AND NOT EXISTS (SELECT 1 FROM %1$s.distseq_windows w"
-									   "   JOIN %1$s.distseq_sequences s USING (sequence_name)"
-									   "   WHERE s.stripes = 1 AND s.servers IS NULL)", schema) :
+							  "n.epoch = 0 AND NOT n.pending AND n.members = ARRAY[n.node_id]"
+							  " AND NOT n.made_windows" :
 							  "n.epoch = $1 AND n.epoch_id = $2 AND NOT n.pending"),
 					 6, types, values, SPI_OK_UPDATE);
 	if (SPI_processed != 1 && join)
@@ -211,6 +210,7 @@ distseq_peer_revert(PG_FUNCTION_ARGS)
 	bool		reverted;
 
 	distseq_spi_connect();
+	distseq_node_verify(distseq_catalog_schema());
 	reverted = change_revert(distseq_catalog_schema(), PG_GETARG_INT64(0),
 							 PG_GETARG_INT64(1));
 	SPI_finish();
@@ -234,6 +234,9 @@ distseq_peer_decided(PG_FUNCTION_ARGS)
 
 	distseq_spi_connect();
 	schema = distseq_catalog_schema();
+	distseq_node_verify(schema);
+	/* whoever asks waits for phase two: make sure this node's worker runs */
+	distseq_worker_wake(MyDatabaseId);
 	change_lock(schema);
 	distseq_spi_exec(psprintf("SELECT 1 FROM %s.distseq_change WHERE epoch = $1 AND epoch_id = $2",
 							  schema), 2, types, values, SPI_OK_SELECT);
@@ -480,7 +483,7 @@ change_propose(const char *schema, DistseqNodeState *st, int64 *members, int nme
 		if (st->members[i] == st->node_id)
 			continue;
 		peer = peer_or_error(schema, st->members[i], &error);
-		if (peer && distseq_peer_exec(peer, "SELECT %s.distseq_peer_epoch_cas($1, $2, $3, $4, $5, $6)",
+		if (peer && distseq_peer_do(peer, "SELECT %s.distseq_peer_epoch_cas($1, $2, $3, $4, $5, $6)",
 							  6, params, &error))
 		{
 			moved = lappend(moved, peer);
@@ -514,12 +517,12 @@ change_propose(const char *schema, DistseqNodeState *st, int64 *members, int nme
 	}
 
 	foreach(lc, moved)
-		(void) distseq_peer_exec(lfirst(lc), "SELECT %s.distseq_peer_revert($1, $2)", 2, params + 2, NULL);
+		(void) distseq_peer_do(lfirst(lc), "SELECT %s.distseq_peer_revert($1, $2)", 2, params + 2, NULL);
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("could not change the distseq membership: %d of %d members agreed, %d needed",
 					nmoved, st->nmembers, quorum(st->nmembers)),
-			 first_error ? errdetail("%s", first_error) : 0,
+			 first_error ? errdetail_internal("%s", first_error) : 0,
 			 errhint("A majority of the members must be reachable from this node, each with a server added by distseq_add_peer().")));
 }
 
@@ -677,8 +680,8 @@ change_finish(const char *schema)
 			got++;
 	}
 	if (got < c.nprev - quorum(c.nprev) + 1)
-		return psprintf("only %d of the %d former members gave their high-water marks: %s",
-						got, c.nprev, error ? error : "");
+		return psprintf("only %d of the %d former members gave their high-water marks%s%s",
+						got, c.nprev, error ? ": " : "", error ? error : "");
 	marks_arrays(marks, &names, &hwms, &args[5], &args[6]);
 
 	params[0] = int8_text(c.epoch);
@@ -696,8 +699,8 @@ change_finish(const char *schema)
 			continue;
 		params[7] = int8_text(c.members[i]);
 		if ((peer = peer_or_error(schema, c.members[i], &error)) == NULL ||
-			distseq_peer_exec(peer, "SELECT %s.distseq_peer_activate($1, $2, $3, $4, $5, $6, $7, $8)",
-					  8, params, &error) == NULL)
+			!distseq_peer_do(peer, "SELECT %s.distseq_peer_activate($1, $2, $3, $4, $5, $6, $7, $8)",
+							 8, params, &error))
 			failed++;
 	}
 	args[0] = Int64GetDatum(c.epoch);
@@ -755,6 +758,17 @@ change_recover(const char *schema, DistseqNodeState *st)
  * the start of every agent pass; problems are logged, and retried at the
  * next pass.
  */
+typedef struct FinishTry
+{
+	char	   *problem;
+} FinishTry;
+
+static void
+finish_try(void *arg)
+{
+	((FinishTry *) arg)->problem = change_finish(distseq_catalog_schema());
+}
+
 static void
 resume_finish(void *arg)
 {
@@ -921,13 +935,16 @@ distseq_change_run(char op, const char *server_name, Oid userid, MemoryContext c
 
 	if (changed)
 	{
-		char	   *problem;
+		FinishTry	ft = {NULL};
+		char	   *error = NULL;
 
+		/* decided: from here on a failure only leaves phase two to the agent */
 		distseq_xact_begin();
 		distseq_spi_connect();
-		problem = change_finish(distseq_catalog_schema());
-		if (problem)
-			unfinished = MemoryContextStrdup(cxt, problem);
+		if (!distseq_remote_try(finish_try, &ft, &error))
+			ft.problem = error;
+		if (ft.problem)
+			unfinished = MemoryContextStrdup(cxt, ft.problem);
 		SPI_finish();
 		distseq_xact_commit();
 	}

@@ -253,12 +253,15 @@ extern void distseq_spi_connect(void);
 extern bool distseq_is_member(DistseqNodeState *st, int64 node_id);
 extern Datum distseq_int8_array(int64 *vals, int n);
 extern bool distseq_has_peers(const char *schema);
+extern void distseq_note_windows(const char *schema, int minor);
 extern void distseq_node_verify(const char *schema);
 extern void distseq_node_state(const char *schema, DistseqNodeState *state);
 extern DistseqPeer *distseq_peer_of(const char *schema, int64 node_id);
 extern RemoteConn *distseq_peer_connect(DistseqPeer *peer);
 extern PGresult *distseq_peer_exec(DistseqPeer *peer, const char *sql, int nparams,
 								   const char **params, char **error);
+extern bool distseq_peer_do(DistseqPeer *peer, const char *sql, int nparams,
+							const char **params, char **error);
 extern char *distseq_hwm_expr(const char *schema);
 extern bool distseq_member_cas(const char *schema, Datum name, int64 epoch,
 							   int64 epoch_id, int64 expected, int64 new_hwm);

@@ -118,6 +118,21 @@ distseq_has_peers(const char *schema)
 }
 
 /*
+ * Windows were made here: a node never in a group is no longer fresh.  An
+ * update of the node row, not just a lock on it, so that a join waiting
+ * for the row sees the flag when it goes on (change.c).  SPI connected.
+ */
+void
+distseq_note_windows(const char *schema, int minor)
+{
+	if (minor < 4)
+		return;
+	distseq_spi_exec(psprintf("UPDATE %s.distseq_node SET made_windows = true"
+							  " WHERE epoch = 0 AND NOT made_windows", schema),
+					 0, NULL, NULL, SPI_OK_UPDATE);
+}
+
+/*
  * A member found on another server, timeline or database than it was made
  * on -- restored from a backup, cloned, a promoted standby -- may have
  * promised the others more than its copy remembers: it must not vote,
@@ -263,6 +278,17 @@ distseq_peer_exec(DistseqPeer *peer, const char *sql, int nparams, const char **
 	return c.res;
 }
 
+/* The same, for a statement whose result does not matter */
+bool
+distseq_peer_do(DistseqPeer *peer, const char *sql, int nparams, const char **params,
+				char **error)
+{
+	PGresult   *res = distseq_peer_exec(peer, sql, nparams, params, error);
+
+	PQclear(res);
+	return res != NULL;
+}
+
 Datum
 distseq_int8_array(int64 *vals, int n)
 {
@@ -299,6 +325,9 @@ distseq_peer_state(PG_FUNCTION_ARGS)
 
 	distseq_spi_connect();
 	distseq_node_state(distseq_catalog_schema(), &st);
+	/* a restarted node's worker, which finishes changes, starts on demand */
+	if (st.pending)
+		distseq_worker_wake(MyDatabaseId);
 	values[0] = Int64GetDatum(st.node_id);
 	values[1] = Int64GetDatum(st.epoch);
 	values[2] = Int64GetDatum(st.epoch_id);

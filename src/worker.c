@@ -735,13 +735,12 @@ distseq_worker_serve_refills(void)
 /*
  * Sleep on a worker's condition variable until "ready", called under
  * Distseq->lock, says what was asked is done; wake the worker meanwhile
- * (it may have been restarted).  Raises "timed out waiting for <what>"
- * after timeout_ms.
+ * (it may have been restarted).  Raises "message" after timeout_ms.
  */
 static void
 worker_wait(Oid dboid, DistseqDbWorker *w, long timeout_ms,
 			bool (*ready) (DistseqDbWorker *w, void *arg), void *arg,
-			const char *what)
+			const char *message, const char *hint)
 {
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
 
@@ -759,9 +758,9 @@ worker_wait(Oid dboid, DistseqDbWorker *w, long timeout_ms,
 		{
 			ConditionVariableCancelSleep();
 			ereport(ERROR,
-					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-					 errmsg("timed out waiting for %s", what),
-					 errhint("Check the server log for errors of the distseq worker.")));
+					(errcode(ERRCODE_QUERY_CANCELED),
+					 errmsg_internal("%s", message),
+					 errhint("%s", hint)));
 		}
 		(void) ConditionVariableTimedSleep(&w->agent_cv, 1000, PG_WAIT_EXTENSION);
 		distseq_worker_wake(dboid);
@@ -807,7 +806,8 @@ distseq_worker_agent_pass(Oid dboid)
 	LWLockRelease(Distseq->lock);
 
 	worker_wait(dboid, w, Max(distseq_refill_timeout, distseq_remote_timeout * 10),
-				agent_pass_done, &aw, "the distseq agent");
+				agent_pass_done, &aw, _("timed out waiting for the distseq agent"),
+				_("Check the server log for errors of the distseq worker."));
 	if (aw.error[0])
 		ereport(ERROR,
 				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
@@ -869,6 +869,8 @@ worker_change_pass(void)
 	ConditionVariableBroadcast(&my_worker->agent_cv);
 	if (edata)
 		FreeErrorData(edata);
+	if (unfinished)
+		pfree(unfinished);
 
 	/* a new member needs windows: run the agent next */
 	last_agent_run = 0;
@@ -934,7 +936,9 @@ distseq_worker_change(Oid dboid, char op, const char *server_name, Oid userid)
 
 	/* a change talks to every member, twice */
 	worker_wait(dboid, w, Max(distseq_refill_timeout, distseq_remote_timeout * 20),
-				change_done, &cw, "the distseq worker to change the membership");
+				change_done, &cw,
+				_("timed out waiting for the distseq worker to change the membership"),
+				_("The change may still be made: look at distseq_peers."));
 	if (cw.elevel == ERROR)
 		ereport(ERROR,
 				(errcode(cw.sqlstate),

@@ -8,12 +8,13 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use IO::Socket::INET;
+use IPC::Run;
 use FindBin;
 use lib $FindBin::RealBin;
 use DistseqPeers;
 
 my %node;
-my @names = qw(a b c d);
+my @names = qw(a b c d e);
 $node{$_} = peer_node("node_$_") for @names;
 for my $n (@names)
 {
@@ -24,16 +25,19 @@ sub sql { my ($n, $q) = @_; return $node{$n}->safe_psql('postgres', $q); }
 
 sub state { return sql($_[0], 'SELECT epoch, cardinality(members), pending FROM distseq_node'); }
 
-sub windows
+sub windows_of
 {
+	my ($seq, @nodes) = @_;
 	my @w;
-	for my $n (@_)
+	for my $n (@nodes)
 	{
 		push @w, map { [ split /\|/ ] } split /\n/,
-		  sql($n, "SELECT window_start, window_end FROM distseq_windows WHERE sequence_name = 'orders'");
+		  sql($n, "SELECT window_start, window_end FROM distseq_windows WHERE sequence_name = '$seq'");
 	}
 	return @w;
 }
+
+sub windows { return windows_of('orders', @_); }
 
 sub overlaps
 {
@@ -89,7 +93,7 @@ for my $round (1 .. 3)
 			'600', "with c hung, $n draws on, across many windows (round $round)");
 	}
 }
-is(overlaps(windows(qw(a b))), 0, 'no windows overlap');
+is(overlaps(windows_of("hang$_", qw(a b))), 0, "no windows of hang$_ overlap") for 1 .. 3;
 # With b down too, a's agent finds no majority; its periodic passes let c
 # rest instead of waiting on it every time, and say so.
 my $offset = -s $node{a}->logfile;
@@ -121,6 +125,27 @@ isnt($ret, 0, 'the removed member cannot open windows');
 like($err, qr/could not reach a majority|no longer a member/, 'with a clear error');
 draw('c', 20);
 is(overlaps(windows(qw(a b c))), 0, 'no windows overlap, the removed member\'s included');
+
+# A node that makes windows of its own while it is being added cannot
+# join: e creates a sequence (its first windows) in a transaction that a's
+# join of e has to wait for.
+my ($in, $out) = ('', '');
+my $solo = IPC::Run::start([ 'psql', '-XAtq', '-d', $node{e}->connstr('postgres') ],
+	'<', \$in, '>', \$out, '2>', \$out);
+$in .= "BEGIN; SELECT distseq_create('solo'); SELECT 'created';\n";
+$solo->pump until $out =~ /created/;
+my $aout = '';
+my $adding = IPC::Run::start(
+	[ 'psql', '-XAtq', '-d', $node{a}->connstr('postgres'),
+	  '-c', "SELECT distseq_add_peer('node_e')" ],
+	'>', \$aout, '2>', \$aout);
+$node{e}->poll_query_until('postgres', 'SELECT count(*) > 0 FROM pg_locks WHERE NOT granted')
+  or die 'the join never waited';
+$in .= "COMMIT;\n";
+$solo->finish;
+$adding->finish;
+like($aout, qr/cannot join: it is not fresh/, 'a node that made windows while joining is refused');
+is(state('e'), '0|1|f', 'and stays alone');
 
 # d joins while b is down: a majority of {a, b} is both, so it is refused;
 # with b back it works.
@@ -186,7 +211,7 @@ draw('a', 20);
 ($ret, $out, $err) = $node{a}->psql('postgres', 'SELECT * FROM distseq_maintain()');
 like($err, qr/no longer a member/, 'a knows it is out');
 
-is(overlaps(windows(qw(a b c d))), 0, 'no two windows of any node ever overlap');
+is(overlaps(windows(qw(a b c d e))), 0, 'no two windows of any node ever overlap');
 is($dups, 0, 'no value was handed out twice (' . scalar(keys %seen) . ' values)');
 
 $node{$_}->stop for @names;
