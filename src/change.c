@@ -447,6 +447,13 @@ change_propose(const char *schema, DistseqNodeState *st, int64 *members, int nme
 	char	   *first_error = NULL;
 	ListCell   *lc;
 
+	/* registering the server of a member is fine meanwhile (change_recover) */
+	if (st->pending)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("this distseq node is in a membership change that is not active here yet"),
+				 errhint("Its proposer finishes it, or abandons it; distseq_peers shows the members.")));
+
 	c.prev_epoch = st->epoch;
 	c.prev_epoch_id = st->epoch_id;
 	c.epoch = st->epoch + 1;
@@ -920,11 +927,6 @@ distseq_change_run(char op, const char *server_name, Oid userid, MemoryContext c
 	(void) distseq_remote_try(resume_finish, NULL, NULL);
 	distseq_node_state(schema, &st);
 	distseq_node_verify(schema);
-	if (st.pending)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("this distseq node is in a membership change that is not active here yet"),
-				 errhint("Its proposer finishes it, or abandons it; distseq_peers shows the members.")));
 	if (op == 'a')
 		changed = change_add(schema, &st, server_name, userid);
 	else
