@@ -83,16 +83,20 @@ AS 'MODULE_PATHNAME', 'distseq_peer_state'
 LANGUAGE C STRICT SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
 
 -- Phase one of a change: move from one membership to another, pending.
+-- node_id, here and below: the node the caller means, not another one
+-- installed at the same address.
 CREATE FUNCTION distseq_peer_epoch_cas(epoch bigint, epoch_id bigint,
 									   new_epoch bigint, new_epoch_id bigint,
-									   new_members bigint[], proposer bigint)
+									   new_members bigint[], proposer bigint,
+									   node_id bigint)
 RETURNS void
 AS 'MODULE_PATHNAME', 'distseq_peer_epoch_cas'
 LANGUAGE C STRICT SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
 
 -- Phase one on a fresh node that joins.
 CREATE FUNCTION distseq_peer_join(new_epoch bigint, new_epoch_id bigint,
-								  new_members bigint[], proposer bigint)
+								  new_members bigint[], proposer bigint,
+								  node_id bigint)
 RETURNS void
 AS 'MODULE_PATHNAME', 'distseq_peer_join'
 LANGUAGE C STRICT SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
@@ -104,7 +108,7 @@ AS 'MODULE_PATHNAME', 'distseq_peer_revert'
 LANGUAGE C STRICT SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
 
 -- Was this change, proposed here, decided?  Waits for a change in flight.
-CREATE FUNCTION distseq_peer_decided(epoch bigint, epoch_id bigint)
+CREATE FUNCTION distseq_peer_decided(epoch bigint, epoch_id bigint, proposer bigint)
 RETURNS boolean
 AS 'MODULE_PATHNAME', 'distseq_peer_decided'
 LANGUAGE C STRICT SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
@@ -127,9 +131,9 @@ AS 'MODULE_PATHNAME', 'distseq_peer_activate'
 LANGUAGE C STRICT SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
 
 REVOKE ALL ON FUNCTION distseq_peer_state(),
-	distseq_peer_epoch_cas(bigint, bigint, bigint, bigint, bigint[], bigint),
-	distseq_peer_join(bigint, bigint, bigint[], bigint),
-	distseq_peer_revert(bigint, bigint), distseq_peer_decided(bigint, bigint),
+	distseq_peer_epoch_cas(bigint, bigint, bigint, bigint, bigint[], bigint, bigint),
+	distseq_peer_join(bigint, bigint, bigint[], bigint, bigint),
+	distseq_peer_revert(bigint, bigint), distseq_peer_decided(bigint, bigint, bigint),
 	distseq_peer_marks(bigint, bigint),
 	distseq_peer_activate(bigint, bigint, bigint, bigint, bigint[], text[], bigint[], bigint)
 	FROM PUBLIC;

@@ -120,10 +120,11 @@ check_minor(void)
  */
 static void
 change_move(const char *schema, int64 epoch, int64 epoch_id, int64 new_epoch,
-			int64 new_epoch_id, Datum members, int64 proposer, bool join)
+			int64 new_epoch_id, Datum members, int64 proposer, int64 node_id, bool join)
 {
-	Oid			types[6] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8ARRAYOID, INT8OID};
-	Datum		values[6];
+	Oid			types[7] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8ARRAYOID, INT8OID,
+	INT8OID};
+	Datum		values[7];
 
 	distseq_node_verify(schema);
 	values[0] = Int64GetDatum(epoch);
@@ -132,20 +133,28 @@ change_move(const char *schema, int64 epoch, int64 epoch_id, int64 new_epoch,
 	values[3] = Int64GetDatum(new_epoch_id);
 	values[4] = members;
 	values[5] = Int64GetDatum(proposer);
+	values[6] = Int64GetDatum(node_id);
+
+	/*
+	 * The node must be the one the proposer means, not another installed at
+	 * its address; and a repeated step must have come from the same place.
+	 */
 	distseq_spi_exec(psprintf("SELECT 1 FROM %s.distseq_node"
-							  " WHERE epoch = $3 AND epoch_id = $4 AND pending AND proposer = $6",
-							  schema), 6, types, values, SPI_OK_SELECT);
+							  " WHERE node_id = $7 AND epoch = $3 AND epoch_id = $4 AND pending"
+							  "   AND proposer = $6 AND prev_epoch = $1 AND prev_epoch_id = $2",
+							  schema), 7, types, values, SPI_OK_SELECT);
 	if (SPI_processed == 1)
 		return;
 	distseq_spi_exec(psprintf("UPDATE %1$s.distseq_node n SET epoch = $3, epoch_id = $4,"
 							  " members = $5, pending = true, proposer = $6, prev_epoch = epoch,"
-							  " prev_epoch_id = epoch_id, prev_members = members WHERE %2$s",
+							  " prev_epoch_id = epoch_id, prev_members = members"
+							  " WHERE n.node_id = $7 AND %2$s",
 							  schema,
 							  join ?
 							  "n.epoch = 0 AND NOT n.pending AND n.members = ARRAY[n.node_id]"
 							  " AND NOT n.made_windows" :
 							  "n.epoch = $1 AND n.epoch_id = $2 AND NOT n.pending"),
-					 6, types, values, SPI_OK_UPDATE);
+					 7, types, values, SPI_OK_UPDATE);
 	if (SPI_processed != 1 && join)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -163,12 +172,12 @@ PG_FUNCTION_INFO_V1(distseq_peer_epoch_cas);
 Datum
 distseq_peer_epoch_cas(PG_FUNCTION_ARGS)
 {
-	if (PG_NARGS() != 6)
+	if (PG_NARGS() != 7)
 		check_minor();
 	distseq_spi_connect();
 	change_move(distseq_catalog_schema(), PG_GETARG_INT64(0), PG_GETARG_INT64(1),
 				PG_GETARG_INT64(2), PG_GETARG_INT64(3), PG_GETARG_DATUM(4),
-				PG_GETARG_INT64(5), false);
+				PG_GETARG_INT64(5), PG_GETARG_INT64(6), false);
 	SPI_finish();
 	PG_RETURN_VOID();
 }
@@ -181,7 +190,7 @@ distseq_peer_join(PG_FUNCTION_ARGS)
 {
 	distseq_spi_connect();
 	change_move(distseq_catalog_schema(), 0, 0, PG_GETARG_INT64(0), PG_GETARG_INT64(1),
-				PG_GETARG_DATUM(2), PG_GETARG_INT64(3), true);
+				PG_GETARG_DATUM(2), PG_GETARG_INT64(3), PG_GETARG_INT64(4), true);
 	SPI_finish();
 	PG_RETURN_VOID();
 }
@@ -228,18 +237,25 @@ Datum
 distseq_peer_decided(PG_FUNCTION_ARGS)
 {
 	const char *schema;
-	Oid			types[2] = {INT8OID, INT8OID};
-	Datum		values[2] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1)};
+	Oid			types[3] = {INT8OID, INT8OID, INT8OID};
+	Datum		values[3] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2)};
 	bool		decided;
 
 	distseq_spi_connect();
 	schema = distseq_catalog_schema();
 	distseq_node_verify(schema);
+	/* only the proposer itself knows, not another node at its address */
+	distseq_spi_exec(psprintf("SELECT 1 FROM %s.distseq_node WHERE node_id = $3", schema),
+					 3, types, values, SPI_OK_SELECT);
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("this distseq node is not node " INT64_FORMAT, PG_GETARG_INT64(2))));
 	/* whoever asks waits for phase two: make sure this node's worker runs */
 	distseq_worker_wake(MyDatabaseId);
 	change_lock(schema);
 	distseq_spi_exec(psprintf("SELECT 1 FROM %s.distseq_change WHERE epoch = $1 AND epoch_id = $2",
-							  schema), 2, types, values, SPI_OK_SELECT);
+							  schema), 3, types, values, SPI_OK_SELECT);
 	decided = SPI_processed == 1;
 	SPI_finish();
 	PG_RETURN_BOOL(decided);
@@ -441,7 +457,7 @@ change_propose(const char *schema, DistseqNodeState *st, int64 *members, int nme
 			   DistseqPeer *joiner)
 {
 	Change		c;
-	const char *params[6];
+	const char *params[7];
 	List	   *moved = NIL;
 	int			nmoved = 1;		/* this node, at the end */
 	char	   *first_error = NULL;
@@ -476,9 +492,10 @@ change_propose(const char *schema, DistseqNodeState *st, int64 *members, int nme
 	{
 		RemoteConn *rc = distseq_peer_connect(joiner);
 
-		PQclear(distseq_remote_exec(rc, psprintf("SELECT %s.distseq_peer_join($1, $2, $3, $4)",
+		params[6] = int8_text(joiner->node_id);
+		PQclear(distseq_remote_exec(rc, psprintf("SELECT %s.distseq_peer_join($1, $2, $3, $4, $5)",
 												 distseq_remote_schema(rc)),
-									4, params + 2));
+									5, params + 2));
 		moved = lappend(moved, joiner);
 	}
 
@@ -490,8 +507,9 @@ change_propose(const char *schema, DistseqNodeState *st, int64 *members, int nme
 		if (st->members[i] == st->node_id)
 			continue;
 		peer = peer_or_error(schema, st->members[i], &error);
-		if (peer && distseq_peer_do(peer, "SELECT %s.distseq_peer_epoch_cas($1, $2, $3, $4, $5, $6)",
-							  6, params, &error))
+		params[6] = int8_text(st->members[i]);
+		if (peer && distseq_peer_do(peer, "SELECT %s.distseq_peer_epoch_cas($1, $2, $3, $4, $5, $6, $7)",
+									7, params, &error))
 		{
 			moved = lappend(moved, peer);
 			nmoved++;
@@ -513,7 +531,7 @@ change_propose(const char *schema, DistseqNodeState *st, int64 *members, int nme
 		values[4] = distseq_int8_array(members, nmembers);
 		values[5] = distseq_int8_array(st->members, st->nmembers);
 		change_move(schema, c.prev_epoch, c.prev_epoch_id, c.epoch, c.epoch_id,
-					values[4], st->node_id, false);
+					values[4], st->node_id, st->node_id, false);
 		/* a change not finished yet is superseded by this one */
 		change_finished(schema);
 		distseq_spi_exec(psprintf("INSERT INTO %s.distseq_change (epoch, epoch_id, prev_epoch,"
@@ -733,7 +751,7 @@ change_finish(const char *schema)
 static char *
 change_recover(const char *schema, DistseqNodeState *st)
 {
-	const char *params[2];
+	const char *params[3];
 	DistseqPeer *peer;
 	PGresult   *res;
 	char	   *error = NULL;
@@ -743,9 +761,10 @@ change_recover(const char *schema, DistseqNodeState *st)
 		return NULL;
 	params[0] = int8_text(st->epoch);
 	params[1] = int8_text(st->epoch_id);
+	params[2] = int8_text(st->proposer);
 	if ((peer = peer_or_error(schema, st->proposer, &error)) == NULL ||
-		(res = distseq_peer_exec(peer, "SELECT %s.distseq_peer_decided($1, $2)", 2, params,
-						 &error)) == NULL)
+		(res = distseq_peer_exec(peer, "SELECT %s.distseq_peer_decided($1, $2, $3)", 3, params,
+								 &error)) == NULL)
 		return psprintf("could not ask the proposer of membership " INT64_FORMAT ": %s",
 						st->epoch, error);
 	decided = strcmp(PQgetvalue(res, 0, 0), "t") == 0;

@@ -188,7 +188,7 @@ my ($epoch, $epoch_id, $a_id) = split /\|/,
   sql('a', 'SELECT epoch, epoch_id, node_id FROM distseq_node');
 $node{b}->safe_psql('postgres', qq(
 	SELECT distseq_peer_epoch_cas($epoch, $epoch_id, $epoch + 1, 12345,
-		(SELECT members FROM distseq_node), $a_id)));
+		(SELECT members FROM distseq_node), $a_id, (SELECT node_id FROM distseq_node))));
 is(sql('b', "SELECT distseq_peer_cas('orders', $epoch + 1, 12345, 9223372036854775000, 9223372036854775001)"),
 	'f', 'a pending member refuses every compare-and-set');
 $node{b}->poll_query_until('postgres', 'SELECT NOT pending FROM distseq_node')
