@@ -20,7 +20,7 @@
  * its address, so a call meant for its old node id reaches the new node.
  *
  * The protocol is the code's (e93a7f3, version 1.4, with the changes of
- * cfeb8eb, 2564abe and 4c3967b):
+ * cfeb8eb, 2564abe, 4c3967b and c772f3e):
  *
  *   node      epoch, epoch_id, members, pending, proposer, prev_* (the
  *             membership before the pending one); the sequence's hwm (at
@@ -47,14 +47,16 @@
  *             one: add a fresh node or remove a member other than p (a target
  *             that is already a member, or no member, is no change).  An add
  *             looks at the node at the joiner's address (its id, fresh?),
- *             then calls distseq_peer_join on it first: it moves to E1
- *             pending, prev_* = (0, 0), only if fresh (no-op if already
- *             pending in E1 from p); else T1 fails, nothing moved.  It is
- *             one of the moved nodes, but no vote.  epoch_cas on every member
- *             of p's membership E0 but p, the removed one too (moves an
- *             active E0 node to E1 pending, prev_* = E0; one already pending
- *             in E1 from p is left as it is, wherever it came from: see
- *             --movefrom); with moves + 1 >= |E0|/2+1, p moves
+ *             then calls distseq_peer_join on it first, naming its node id:
+ *             the node of that id moves to E1 pending, prev_* = (0, 0), only
+ *             if fresh (no-op if already pending in E1 from p, from (0, 0));
+ *             else T1 fails, nothing moved.  It is one of the moved nodes,
+ *             but no vote.  epoch_cas on every member of p's membership E0
+ *             but p, the removed one too, naming the member's node id (moves
+ *             the node of that id, active in E0, to E1 pending, prev_* = E0;
+ *             the node of that id already pending in E1 from p, come from
+ *             E0, is left as it is: the same step again; another node at the
+ *             address refuses); with moves + 1 >= |E0|/2+1, p moves
  *             itself, marks its earlier unfinished change row finished
  *             (superseded: forgets its removed peers), inserts the row of
  *             this change, and commits: decided.  Otherwise it reverts the
@@ -76,7 +78,9 @@
  *             pass goes on with the recovery and the agent.
  *   recovery  at every pass of a node v pending in a change of another
  *             proposer q: ask q whether the change was decided (waits for a
- *             T1 in flight on q); not decided: v goes back to prev_*.
+ *             T1 in flight on q); not decided: v goes back to prev_*.  Only
+ *             the node q answers: another node at q's address (q wiped and
+ *             reinstalled) refuses, and v waits (for good, if q is gone).
  *
  * --broken=X takes one mechanism out, to show that the checker catches it:
  *   noepoch     the agent ignores the membership epoch (its reads, the CAS)
@@ -95,9 +99,19 @@
  *   noidcheck   activation does not check the node id it names (the code
  *               before cfeb8eb).  Since 4c3967b a machine reinstalled at a
  *               member's address is at (0, 0), which activation refuses
- *               anyway, so scenario reinstall no longer catches it; the
- *               random runs that do, take the path that the code takes too
- *               (see --movefrom), so it is not in run.sh's list
+ *               anyway, so scenario reinstall no longer catches it, nor any
+ *               run since c772f3e; so it is not in run.sh's list
+ *   nomovefrom  epoch_cas as before c772f3e: neither the move nor "the same
+ *               step again" checks the node id, nor where the node came
+ *               from; a node reinstalled at a member's address, added, then
+ *               counts as that member's vote (scenario rejoin)
+ *   nodecidedid distseq_peer_decided answers whatever node is at the
+ *               proposer's address (before c772f3e): a node pending in a
+ *               decided change goes back to its old membership when the
+ *               proposer was wiped.  No run has caught it alone (like
+ *               blindrevert, below), nor nomovefrom alone in random runs;
+ *               the code before c772f3e, with both, fails most random
+ *               runs.  Not in run.sh's list
  *   blindrevert recovery reverts without asking the proposer (no run has
  *               caught it: a reverted member keeps its hwm, and the
  *               majorities of two memberships one change apart share a
@@ -105,17 +119,7 @@
  *   inlinealone a node whose membership has one member allocates inline (the
  *               rule of 1.3: a removed node, or the last member, alone)
  *
- * Proposals, not the code (must pass with them, to be worth making):
- *   --movefrom  the "same step again" of epoch_cas is a no-op only for a
- *               node that came from the E0 the call names (prev_* = E0).
- *               The code does not look: a joiner, pending in the change
- *               since distseq_peer_join (prev (0, 0)), answers the epoch_cas
- *               meant for an old member at its address (a machine wiped and
- *               reinstalled, added as a new peer) and counts as that
- *               member's vote.  A node left behind in a stale membership of
- *               two then decides a change with that vote alone, its marks
- *               miss the windows won since, and the windows overlap (the
- *               random impl runs find it; scenario rejoin shows the vote).
+ * A proposal, not the code (must pass with it, to be worth making):
  *   --older     activation is also accepted from any older epoch > 0 (a
  *               member left behind two changes or more is taken in).
  *
@@ -125,8 +129,8 @@
  *
  * A group can still get stuck (a member that missed phase one of a change
  * superseded before it was activated stays in an old membership, unless
- * --older; a node pending in a change whose proposer is gone waits for
- * good), so runs
+ * --older; a node pending in a change whose proposer is gone, or wiped and
+ * reinstalled, waits for good), so runs
  * (--restart=STEPS) start a new cluster of fresh nodes when no change was
  * done for a while, and (--vary) give each cluster its own mix of events,
  * see draw_mix().  How often a listed member was not active in the newest
@@ -151,9 +155,11 @@ typedef uint64_t u64;
 #define LINE		256
 
 enum { BRK_NONE, BRK_NOEPOCH, BRK_NOCAS, BRK_NOPENDING, BRK_NOQUORUM, BRK_FEWMARKS,
-	BRK_ANYEPOCH, BRK_BLINDREVERT, BRK_INLINEALONE, BRK_NOFRESHCHECK, BRK_NOIDCHECK, BRK_COUNT };
+	BRK_ANYEPOCH, BRK_BLINDREVERT, BRK_INLINEALONE, BRK_NOFRESHCHECK, BRK_NOIDCHECK,
+	BRK_NOMOVEFROM, BRK_NODECIDEDID, BRK_COUNT };
 static const char *brk_names[] = {"none", "noepoch", "nocas", "nopending", "noquorum",
-	"fewmarks", "anyepoch", "blindrevert", "inlinealone", "nofreshcheck", "noidcheck"};
+	"fewmarks", "anyepoch", "blindrevert", "inlinealone", "nofreshcheck", "noidcheck",
+	"nomovefrom", "nodecidedid"};
 
 /* options */
 static u64	opt_seed = 1;
@@ -171,7 +177,6 @@ static long opt_restart = -1;	/* a new cluster after so many steps with no
 static int	opt_vary = -1;		/* a mix of events per cluster (-1: when they restart) */
 static int	opt_own = -1;		/* fresh nodes may have the sequence (-1: with --vary) */
 static int	opt_older;			/* activation from any older epoch (a proposal) */
-static int	opt_movefrom;		/* a repeated move checks where it came from (a proposal) */
 static const char *opt_scenario;
 static double p_anom;			/* per call: reply lost, or request delayed */
 static double p_read;			/* per agent read: it times out */
@@ -428,8 +433,6 @@ config_line(FILE *f)
 		fprintf(f, " broken=%s", brk_names[brk]);
 	if (opt_older)
 		fprintf(f, " older");
-	if (opt_movefrom)
-		fprintf(f, " movefrom");
 	fprintf(f, " changes=%s", opt_ops == 1 ? "add" : opt_ops == 2 ? "remove" : "both");
 	if (!opt_scenario && opt_restart > 0)
 		fprintf(f, " restart=%ld", opt_restart);
@@ -719,18 +722,22 @@ apply(int s, const Msg *m, i64 *res, int *acc)
 			break;
 		case M_EPOCH:
 			/*
-			 * the same step again: a no-op, which keeps the way back (the
-			 * code does not look where the node came from: a joiner, pending
-			 * in the change, answers the call meant for another node at its
-			 * address; --movefrom, a proposal, looks)
+			 * The node meant (node_id = $7), the move and the no-op both.
+			 * The same step again: a no-op, which keeps the way back, only
+			 * for a node come from the E0 named (prev_* = E0).
+			 * broken=nomovefrom: the code before c772f3e, which checks
+			 * neither: a node at a member's address (reinstalled, then a
+			 * joiner) answers for it
 			 */
 			if (n->epoch == m->E2 && n->eid == m->id2 && n->pending && n->prop == m->prop &&
-				(!opt_movefrom || (n->pepoch == m->E && n->peid == m->Eid)))
+				(brk == BRK_NOMOVEFROM ||
+				 (n->id == m->to && n->pepoch == m->E && n->peid == m->Eid)))
 			{
 				*acc = 1;
 				break;
 			}
-			if (!(n->epoch == m->E && n->eid == m->Eid && !n->pending))
+			if (!((n->id == m->to || brk == BRK_NOMOVEFROM) &&
+				  n->epoch == m->E && n->eid == m->Eid && !n->pending))
 				break;
 			/* prev_* = the row's values before the update */
 			n->pepoch = n->epoch;
@@ -760,8 +767,14 @@ apply(int s, const Msg *m, i64 *res, int *acc)
 			*acc = 1;
 			break;
 		case M_JOIN:
-			/* distseq_peer_join: the same step again is a no-op */
-			if (n->epoch == m->E2 && n->eid == m->id2 && n->pending && n->prop == m->prop)
+			/*
+			 * distseq_peer_join, on the node meant only: the same step again
+			 * (come from (0, 0)) is a no-op
+			 */
+			if (n->id != m->to)
+				break;
+			if (n->epoch == m->E2 && n->eid == m->id2 && n->pending && n->prop == m->prop &&
+				n->pepoch == 0 && n->peid == 0)
 			{
 				*acc = 1;
 				break;
@@ -786,6 +799,12 @@ apply(int s, const Msg *m, i64 *res, int *acc)
 			*acc = 1;
 			break;
 		case M_DECIDED:
+			/*
+			 * only the proposer itself answers, not another node at its
+			 * address (an error; broken=nodecidedid: any node answers)
+			 */
+			if (n->id != m->to && brk != BRK_NODECIDEDID)
+				break;
 			if (n->t1)
 				return R_WAIT;	/* change_lock: a phase one in flight here */
 			*res = was_decided(n->id, m->id2);
@@ -1872,8 +1891,9 @@ pass_step(Job *j)
 			r = rcall(s, &m, &res, &acc);
 			if (r == R_WAIT)
 				return;
-			if (r != R_OK)
+			if (r != R_OK || !acc)
 			{
+				/* no answer, or an error (not the proposer): asked again later */
 				j->ph = PH_AGENT;
 				return;
 			}
@@ -2283,7 +2303,9 @@ scenario(const char *name)
 		 * node; c is cut off; a adds the new node (a peer entry of its own,
 		 * at the same address as b's).  The joiner moves in phase one; the
 		 * epoch-cas meant for b reaches it too, and finds it pending in the
-		 * change, from a: "the same step again", done (no node id checked).
+		 * change, from a: not the node meant, and not come from a's
+		 * membership, so it refuses (before c772f3e: "the same step
+		 * again", done, a vote for b).
 		 */
 		for (int i = 0; i < 3; i++)
 			sc_inline(A);
@@ -2298,6 +2320,14 @@ scenario(const char *name)
 		wipe(B);
 		sc_cut("c|ab");
 		sc_change(A, OP_ADD, B);
+		/*
+		 * Then a adds a fresh node d, c still cut off: the epoch-cas meant
+		 * for b reaches the new node again.  (broken=nomovefrom: the new
+		 * node, active since the add above, moves for b, and answers for
+		 * itself as "the same step again": with a, three of four; a, it and
+		 * d then win windows from below b's last one.)
+		 */
+		sc_change(A, OP_ADD, D);
 		sc_pass(A);
 		sc_pass(A);
 		return 0;
@@ -2598,9 +2628,11 @@ event(int r)
  * Is the group stuck: a member of the newest active membership that is not
  * active in it (up, or wiped)?  Why, the worst reason first:
  */
-enum { SK_NONE, SK_SPOILT, SK_BEHIND, SK_WIPED, SK_WAITING, SK_UNDECIDED, SK_NOACTIVE, SK_COUNT };
-static const char *stuck_names[] = {"", "joiner back at epoch 0", "left behind", "wiped member",
-	"waiting on an unfinished change", "pending, undecided", "no active member up"};
+enum { SK_NONE, SK_SPOILT, SK_BEHIND, SK_ORPHAN, SK_WIPED, SK_WAITING, SK_UNDECIDED, SK_NOACTIVE,
+SK_COUNT };
+static const char *stuck_names[] = {"", "joiner back at epoch 0", "left behind",
+	"pending, its proposer wiped", "wiped member", "waiting on an unfinished change",
+	"pending, undecided", "no active member up"};
 static long stuck_why[SK_COUNT];
 
 /* an unfinished change row somewhere that would activate slot t, as id */
@@ -2649,6 +2681,9 @@ group_stuck(void)
 			w = SK_WAITING;		/* its proposer is down, cut off or short of marks */
 		else if (nd[t].pending && !was_decided(nd[t].prop, nd[t].eid))
 			w = SK_UNDECIDED;	/* it goes back once its proposer answers */
+		else if (nd[t].pending && slot_of(nd[t].prop) >= 0 &&
+				 nd[slot_of(nd[t].prop)].id != nd[t].prop)
+			w = SK_ORPHAN;		/* its proposer's address answers for another node */
 		else if (nd[t].epoch == 0)
 			w = SK_SPOILT;		/* went back from its join (before 4c3967b: opened a window after the add looked) */
 		else
@@ -2704,8 +2739,8 @@ usage(void)
 			"usage: allocator_sim [--seed=S] [--nodes=N (1..%d)] [--steps=T] [--agents=K (1..%d)]\n"
 			"                     [--proposers=P (1..%d)] [--changes=both|add|remove]\n"
 			"                     [--broken=noepoch|nocas|nopending|noquorum|fewmarks|anyepoch|blindrevert|\n"
-			"                               inlinealone|nofreshcheck|noidcheck]\n"
-			"                     [--own[=0|1]] [--restart=STEPS] [--vary[=0|1]] [--older] [--movefrom]\n"
+			"                               inlinealone|nofreshcheck|noidcheck|nomovefrom|nodecidedid]\n"
+			"                     [--own[=0|1]] [--restart=STEPS] [--vary[=0|1]] [--older]\n"
 			"                     [--trace[=1|2]] [--show=LINES] [--dump]\n"
 			"       allocator_sim --scenario=twonode|shrink|shrink5|joiners|fewmarks|\n"
 			"                     superseded|freshrace|reinstall|behind|rejoin [--broken=...]\n", MAXN, MAXN, MAXN);
@@ -2770,8 +2805,6 @@ main(int argc, char **argv)
 			opt_own = 1;
 		else if (strcmp(argv[i], "--older") == 0)
 			opt_older = 1;
-		else if (strcmp(argv[i], "--movefrom") == 0)
-			opt_movefrom = 1;
 		else if ((v = optval(argv[i], "--broken")))
 		{
 			brk = -1;
