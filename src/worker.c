@@ -36,6 +36,7 @@
 #include "utils/acl.h"
 #include "libpq-fe.h"
 #include "commands/dbcommands.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -279,6 +280,19 @@ worker_catch(MemoryContext cxt)
 }
 
 /*
+ * Copy a message into a fixed field of shared memory, cut at a character
+ * boundary if it is too long.
+ */
+static void
+worker_copy_message(char *dst, const char *src, int size)
+{
+	int			len = pg_mbcliplen(src, strlen(src), size - 1);
+
+	memcpy(dst, src, len);
+	dst[len] = '\0';
+}
+
+/*
  * Did the synchronous standbys acknowledge our last commit?  A cancel
  * (pg_cancel_backend) during the wait ends it with only a WARNING; values
  * of such a commit must not be used, a promoted standby might not have it.
@@ -308,7 +322,7 @@ worker_refill_failed(DistseqSeq *seq, uint64 gen, const char *message)
 	if (pg_atomic_read_u64(&seq->gen) == gen)
 	{
 		seq->failures++;
-		strlcpy(seq->last_error, message, sizeof(seq->last_error));
+		worker_copy_message(seq->last_error, message, sizeof(seq->last_error));
 		seq->refill_pending = false;
 	}
 	LWLockRelease(seq->lock);
@@ -699,8 +713,8 @@ worker_agent_pass(void)
 				(errmsg("distseq agent: %s", edata->message),
 				 edata->detail ? errdetail_internal("%s", edata->detail) : 0));
 		LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
-		strlcpy(my_worker->agent_error, edata->message, sizeof(my_worker->agent_error));
-		strlcpy(my_worker->agent_detail, edata->detail ? edata->detail : "",
+		worker_copy_message(my_worker->agent_error, edata->message, sizeof(my_worker->agent_error));
+		worker_copy_message(my_worker->agent_detail, edata->detail ? edata->detail : "",
 				sizeof(my_worker->agent_detail));
 		LWLockRelease(Distseq->lock);
 		FreeErrorData(edata);
@@ -856,12 +870,12 @@ worker_change_pass(void)
 	LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
 	my_worker->change_elevel = edata ? ERROR : unfinished ? WARNING : 0;
 	my_worker->change_sqlstate = edata ? edata->sqlerrcode : 0;
-	strlcpy(my_worker->change_message,
+	worker_copy_message(my_worker->change_message,
 			edata ? edata->message : unfinished ? unfinished : "",
 			sizeof(my_worker->change_message));
-	strlcpy(my_worker->change_detail, edata && edata->detail ? edata->detail : "",
+	worker_copy_message(my_worker->change_detail, edata && edata->detail ? edata->detail : "",
 			sizeof(my_worker->change_detail));
-	strlcpy(my_worker->change_hint, edata && edata->hint ? edata->hint : "",
+	worker_copy_message(my_worker->change_hint, edata && edata->hint ? edata->hint : "",
 			sizeof(my_worker->change_hint));
 	my_worker->change_op = 0;
 	my_worker->change_done = ticket;
