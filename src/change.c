@@ -29,10 +29,10 @@
  * E0, at least as many as make any majority of E0 share a node with them:
  * every window won in E0 was won on a majority of E0, so the largest marks
  * collected lie above all of them.  Each member of E1 raises its marks to
- * those and becomes active in E1 (a member that missed phase one moves
- * straight from E0, unless E0 is epoch 0, that of nodes never in a
- * group).  Only active members vote, so every window won in E1 lies above
- * every window won in E0.  The proposer's worker repeats phase two until
+ * those and becomes active in E1 (a member that missed phase one, or more
+ * than one change, moves straight from where it is, unless that is epoch
+ * 0, that of nodes never in a group).  Only active members vote, so every
+ * window won in E1 lies above every window won in E0.  The proposer's worker repeats phase two until
  * every member of E1 is active, or a later change supersedes it.
  *
  * A member that leaves takes no part in E1: it keeps serving its open
@@ -327,9 +327,7 @@ distseq_peer_marks(PG_FUNCTION_ARGS)
 
 /*
  * Phase two on this node: raise the marks and take part in the new
- * membership.  Accepted from the new membership (pending or not), and from
- * the one before it (a member that missed phase one, or a pending member of
- * a change this one supersedes: both were decided).
+ * membership.
  */
 static void
 change_activate(const char *schema, Datum *args)
@@ -338,25 +336,28 @@ change_activate(const char *schema, Datum *args)
 	TEXTARRAYOID, INT8ARRAYOID, INT8OID};
 
 	/*
-	 * The membership before may be epoch 0, that of every node never in a
-	 * group: such a node is not taken from there (a joiner took the new
-	 * membership in phase one).  And the node must be the one the proposer
-	 * knows, not another installed at its address.
+	 * Taken from the new membership, or from any older one of this group (a
+	 * member that missed phase one, or more than one change): every member
+	 * active in a membership holds marks above all windows won before it,
+	 * and those collected for this one lie above all windows won in the one
+	 * before.  Not from epoch 0, that of every node never in a group (a
+	 * joiner took the new membership in phase one).  And the node must be
+	 * the one the proposer knows, not another installed at its address.
 	 */
 	distseq_node_verify(schema);
 	distseq_spi_exec(psprintf("UPDATE %s.distseq_node n SET epoch = $1, epoch_id = $2, members = $5,"
 							  " pending = false, proposer = NULL, prev_epoch = NULL,"
 							  " prev_epoch_id = NULL, prev_members = NULL"
 							  " WHERE n.node_id = $8 AND"
-							  " ((n.epoch = $1 AND n.epoch_id = $2)"
-							  "  OR (n.epoch = $3 AND n.epoch_id = $4 AND $3 > 0))", schema),
+							  " ((n.epoch = $1 AND n.epoch_id = $2) OR (n.epoch > 0 AND n.epoch < $1))",
+							  schema),
 					 8, types, args, SPI_OK_UPDATE);
 	if (SPI_processed != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("this distseq node cannot take membership " INT64_FORMAT,
 						DatumGetInt64(args[0])),
-				 errdetail("It is neither in that membership nor in the one before.")));
+				 errdetail("It is neither in that membership nor in an older one of its group.")));
 	distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences s SET hwm = GREATEST(%s, v.hwm)"
 							  " FROM (SELECT name, max(hwm) AS hwm FROM unnest($6, $7) AS u(name, hwm)"
 							  "       GROUP BY name) v WHERE s.sequence_name = v.name",

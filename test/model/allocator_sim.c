@@ -119,18 +119,16 @@
  *   inlinealone a node whose membership has one member allocates inline (the
  *               rule of 1.3: a removed node, or the last member, alone)
  *
- * A proposal, not the code (must pass with it, to be worth making):
- *   --older     activation is also accepted from any older epoch > 0 (a
- *               member left behind two changes or more is taken in).
+ * Activation is accepted from any older epoch > 0 (a member left behind
+ * two changes or more is taken in); this was proposed here as --older and
+ * is now the code, so --older is the default and changes nothing.
  *
  * --scenario=NAME replays a scripted history, with no other event (see
  * scenario() below): twonode, shrink, shrink5, joiners, fewmarks,
  * superseded, freshrace, reinstall, behind, rejoin.
  *
- * A group can still get stuck (a member that missed phase one of a change
- * superseded before it was activated stays in an old membership, unless
- * --older; a node pending in a change whose proposer is gone, or wiped and
- * reinstalled, waits for good), so runs
+ * A group can still get stuck (a node pending in a change whose proposer
+ * is gone, or wiped and reinstalled, waits for good), so runs
  * (--restart=STEPS) start a new cluster of fresh nodes when no change was
  * done for a while, and (--vary) give each cluster its own mix of events,
  * see draw_mix().  How often a listed member was not active in the newest
@@ -176,7 +174,7 @@ static long opt_restart = -1;	/* a new cluster after so many steps with no
 								 * change done (0: never; -1: the default) */
 static int	opt_vary = -1;		/* a mix of events per cluster (-1: when they restart) */
 static int	opt_own = -1;		/* fresh nodes may have the sequence (-1: with --vary) */
-static int	opt_older;			/* activation from any older epoch (a proposal) */
+static int	opt_older = 1;		/* activation from any older epoch > 0 (the code) */
 static const char *opt_scenario;
 static double p_anom;			/* per call: reply lost, or request delayed */
 static double p_read;			/* per agent read: it times out */
@@ -654,7 +652,7 @@ act_ok(const Node *n, const Msg *m)
 	/* the membership before, unless it is epoch 0: every fresh node's */
 	if (n->epoch == m->E && n->eid == m->Eid && m->E > 0)
 		return 1;
-	/* --older (a proposal, not the code): any older epoch but 0 */
+	/* any older epoch but 0 (the code since --older was proposed) */
 	if (opt_older && n->epoch > 0 && n->epoch < m->E2)
 		return 1;
 	return 0;

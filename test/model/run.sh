@@ -23,8 +23,6 @@
 #     behind, and the regressions freshrace, superseded, reinstall and
 #     rejoin (flaws of the code before cfeb8eb, 4c3967b or c772f3e that the
 #     model found or that their fixes prevent);
-#   - "older": the same with a proposal (--older), random runs and a
-#     scenario.
 # Must be caught (shows the checker can fail; one violation in the variant's
 # runs is enough): each --broken variant, one mechanism of impl taken out, in
 # random runs, or in the scripted history that needs it (noquorum: twonode;
@@ -64,13 +62,6 @@ jobs=${MODEL_JOBS:-$(nproc 2>/dev/null || echo 2)}
 	done
 	for sc in twonode shrink shrink5 joiners fewmarks freshrace superseded reinstall behind rejoin; do
 		echo "scenario $sc|pass|--scenario=$sc"
-	done
-	# a proposal, not the code: activation from any older epoch (--older)
-	echo "older scenario behind|pass|--scenario=behind --older"
-	for n in 3 5 7; do
-		for s in 1 2 3 4; do
-			echo "older nodes=$n seed=$s|pass|--older --nodes=$n --seed=$s --steps=1000000 --show=60"
-		done
 	done
 
 	echo "noquorum/twonode|caught|--scenario=twonode --broken=noquorum"
