@@ -615,15 +615,7 @@ distseq_catalog_servers(Oid relid, Oid *owner, int64 **nodes, int *nnodes,
 												   SPI_tuptable->tupdesc, 1)));
 		*owner = (Oid) distseq_spi_int8(0, 2);
 		if (!isnull)
-		{
-			Datum	   *elems;
-
-			deconstruct_array(DatumGetArrayTypeP(d), INT8OID, 8, FLOAT8PASSBYVAL,
-							  TYPALIGN_DOUBLE, &elems, NULL, nnodes);
-			*nodes = palloc(sizeof(int64) * Max(*nnodes, 1));
-			for (int i = 0; i < *nnodes; i++)
-				(*nodes)[i] = DatumGetInt64(elems[i]);
-		}
+			*nodes = distseq_int8_values(d, nnodes);
 		MemoryContextSwitchTo(oldcxt);
 	}
 	SPI_finish();

@@ -412,20 +412,6 @@ array_text(int64 *vals, int n)
 	return buf.data;
 }
 
-static int64 *
-array_values(Datum d, int *n)
-{
-	Datum	   *elems;
-	int64	   *vals;
-
-	deconstruct_array(DatumGetArrayTypeP(d), INT8OID, 8, FLOAT8PASSBYVAL,
-					  TYPALIGN_DOUBLE, &elems, NULL, n);
-	vals = palloc(sizeof(int64) * Max(*n, 1));
-	for (int i = 0; i < *n; i++)
-		vals[i] = DatumGetInt64(elems[i]);
-	return vals;
-}
-
 static DistseqPeer *
 peer_or_error(const char *schema, int64 node_id, char **error)
 {
@@ -686,9 +672,9 @@ change_finish(const char *schema)
 	c.epoch_id = distseq_spi_int8(0, 2);
 	c.prev_epoch = distseq_spi_int8(0, 3);
 	c.prev_epoch_id = distseq_spi_int8(0, 4);
-	c.members = array_values(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5,
+	c.members = distseq_int8_values(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5,
 										   &isnull), &c.nmembers);
-	c.prev = array_values(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 6,
+	c.prev = distseq_int8_values(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 6,
 										&isnull), &c.nprev);
 	distseq_node_state(schema, &st);
 

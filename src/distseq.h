@@ -252,6 +252,7 @@ typedef struct DistseqPeer
 extern void distseq_spi_connect(void);
 extern bool distseq_is_member(DistseqNodeState *st, int64 node_id);
 extern Datum distseq_int8_array(int64 *vals, int n);
+extern int64 *distseq_int8_values(Datum d, int *n);
 extern bool distseq_has_peers(const char *schema);
 extern void distseq_note_windows(const char *schema, int minor);
 extern void distseq_node_verify(const char *schema);

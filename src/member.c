@@ -65,9 +65,6 @@ void
 distseq_node_state(const char *schema, DistseqNodeState *st)
 {
 	bool		isnull;
-	ArrayType  *arr;
-	Datum	   *elems;
-	int			n;
 
 	distseq_spi_exec(psprintf("SELECT node_id, epoch, epoch_id, members, %s FROM %s.distseq_node",
 							  distseq_catalog_minor() >= 4 ? "pending, COALESCE(proposer, 0)" :
@@ -77,17 +74,12 @@ distseq_node_state(const char *schema, DistseqNodeState *st)
 	st->node_id = distseq_spi_int8(0, 1);
 	st->epoch = distseq_spi_int8(0, 2);
 	st->epoch_id = distseq_spi_int8(0, 3);
-	arr = DatumGetArrayTypeP(SPI_getbinval(SPI_tuptable->vals[0],
-										   SPI_tuptable->tupdesc, 4, &isnull));
-	deconstruct_array(arr, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
-					  &elems, NULL, &n);
+	st->members = distseq_int8_values(SPI_getbinval(SPI_tuptable->vals[0],
+													SPI_tuptable->tupdesc, 4, &isnull),
+									  &st->nmembers);
 	st->pending = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5,
 											 &isnull));
 	st->proposer = distseq_spi_int8(0, 6);
-	st->nmembers = n;
-	st->members = palloc(sizeof(int64) * Max(n, 1));
-	for (int i = 0; i < n; i++)
-		st->members[i] = DatumGetInt64(elems[i]);
 }
 
 bool
@@ -287,6 +279,21 @@ distseq_peer_do(DistseqPeer *peer, const char *sql, int nparams, const char **pa
 
 	PQclear(res);
 	return res != NULL;
+}
+
+/* The elements of a bigint[] datum, and how many there are */
+int64 *
+distseq_int8_values(Datum d, int *n)
+{
+	Datum	   *elems;
+	int64	   *vals;
+
+	deconstruct_array(DatumGetArrayTypeP(d), INT8OID, 8, FLOAT8PASSBYVAL,
+					  TYPALIGN_DOUBLE, &elems, NULL, n);
+	vals = palloc(sizeof(int64) * Max(*n, 1));
+	for (int i = 0; i < *n; i++)
+		vals[i] = DatumGetInt64(elems[i]);
+	return vals;
 }
 
 Datum
