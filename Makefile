@@ -6,6 +6,7 @@ OBJS = \
 	src/shmem.o \
 	src/pool.o \
 	src/nextval.o \
+	src/inuse.o \
 	src/sequence.o \
 	src/catalog.o \
 	src/status.o \

@@ -16,11 +16,15 @@
 #define DISTSEQ_MY_SLOT			MyProcNumber
 #define DISTSEQ_HAS_SLOT()		(MyProcNumber != INVALID_PROC_NUMBER)
 #define DISTSEQ_MY_LXID			(MyProc->vxid.lxid)
+#define DISTSEQ_SET_VXID(vxid, slot, lxid) \
+	((vxid).procNumber = (slot), (vxid).localTransactionId = (lxid))
 #else
 #include "storage/backendid.h"
 #define DISTSEQ_MY_SLOT			(MyBackendId - 1)
 #define DISTSEQ_HAS_SLOT()		(MyBackendId != InvalidBackendId)
 #define DISTSEQ_MY_LXID			(MyProc->lxid)
+#define DISTSEQ_SET_VXID(vxid, slot, lxid) \
+	((vxid).backendId = (slot) + 1, (vxid).localTransactionId = (lxid))
 #endif
 
 /* string keys are the default before 14 */

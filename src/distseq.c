@@ -84,5 +84,6 @@ _PG_init(void)
 	MarkGUCPrefixReserved("distseq");
 
 	distseq_shmem_init();
+	distseq_inuse_init();
 	distseq_worker_init();
 }

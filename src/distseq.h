@@ -20,6 +20,7 @@
  *	- DistseqSeq->lock guards that entry's pool, refill state and counters.
  *	- A DistseqBlock is written only by the backend that owns the slot, and
  *	  without any lock; others may read it, racily, for the status views.
+ *	  The one exception is waited_xact, written by a DROP (inuse.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -72,6 +73,7 @@ typedef struct DistseqSeq
 	Oid			dboid;
 	Oid			relid;
 	pg_atomic_uint64 gen;
+	pg_atomic_uint32 drop_state;	/* DISTSEQ_DROP_*, see inuse.c */
 	char		name[NAMEDATALEN];
 	int32		block_size;
 	int64		max_value;
@@ -106,6 +108,10 @@ typedef struct DistseqSeq
 	double		wait_ms;
 } DistseqSeq;
 
+/* drop_state of an entry whose relation a transaction is dropping */
+#define DISTSEQ_DROP_SCANNING	1	/* reading the blocks' user_xact */
+#define DISTSEQ_DROP_SCANNED	2	/* waiting for the ones it copied */
+
 /* A sequence's definition, as read from the catalog */
 typedef struct DistseqDef
 {
@@ -132,12 +138,18 @@ extern int64 distseq_room(int64 top, int64 last, int64 size);
 /* windows are all made at once: keep that bounded */
 #define DISTSEQ_MAX_OPEN_WINDOWS	1000
 
-/* A backend's block for one sequence: slots next .. end - 1 */
+/*
+ * A backend's block for one sequence: slots next .. end - 1.  user_xact and
+ * waited_xact are the handshake with DROP described in inuse.c.
+ */
 typedef struct DistseqBlock
 {
 	uint64		gen;			/* sequence generation; 0 = empty */
 	int64		next;
 	int64		end;
+	LocalTransactionId user_xact;	/* last transaction of ours using it
+									 * without a lock */
+	LocalTransactionId waited_xact; /* ... that a dropper waits for */
 } DistseqBlock;
 
 /* A backend that uses distseq */
@@ -210,6 +222,12 @@ extern void distseq_forget_database(Oid dboid);
 extern void distseq_backend_attach(void);
 extern DistseqBlock *distseq_my_block(DistseqSeq *seq);
 extern int	distseq_attached_backends(Oid dboid);
+
+/* src/inuse.c */
+extern void distseq_inuse_init(void);
+extern bool distseq_use_unlocked(DistseqSeq *seq, DistseqBlock *blk,
+								 Oid relid, uint64 gen);
+extern bool distseq_used_unlocked(DistseqBlock *blk);
 
 /* src/pool.c */
 extern void distseq_pool_next_block(DistseqSeq *seq, uint64 gen, int64 after,

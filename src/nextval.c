@@ -9,18 +9,19 @@
  * generation with the sequence's, increments, and returns: no lock, no
  * lookup, no syscall.
  *
- * Once per transaction a sequence takes AccessShareLock on its backing
- * sequence relation (so a concurrent DROP waits for us, as with native
- * sequences).  That is most of what a one-statement transaction pays, so the
+ * Once per transaction a sequence is made safe from a concurrent DROP: the
+ * first time a backend uses it, by AccessShareLock on its backing sequence
+ * relation (as native sequences are), and from then on by the lock-free
+ * handshake of inuse.c, which makes a DROP wait for us just the same.  The
  * rest of the per-transaction work is cached across transactions:
  *
  * - the name: executing a statement again builds a new FmgrInfo, but the
  *	 expression it points to is the same; a small table keyed by it finds
  *	 the LocalSeq without hashing the name (the name is still compared);
  * - the definition: a relcache invalidation of the backing relation (DROP,
- *	 GRANT, REVOKE, ALTER ... OWNER) marks it stale, and taking the lock
- *	 processes invalidations, so after the lock a definition still marked
- *	 valid belongs to a relation that exists;
+ *	 GRANT, REVOKE, ALTER ... OWNER) marks it stale, and both the lock and
+ *	 the handshake process invalidations, so after them a definition still
+ *	 marked valid belongs to a relation that exists;
  * - the privilege check: its result for one role, forgotten on that same
  *	 relcache invalidation and on any change of role membership, role
  *	 attributes or the database's owner (syscache invalidations of
@@ -74,6 +75,7 @@ typedef struct SiteHint
 {
 	const Node *expr;
 	LocalSeq   *ls;
+	bool		stable;			/* the name is the same at every call */
 } SiteHint;
 
 #define SITE_HINTS 16			/* a power of 2 */
@@ -126,6 +128,35 @@ local_invalidate_roles(Datum arg, int cacheid, uint32 hashvalue)
 	{
 		ls->ready_lxid = InvalidLocalTransactionId;
 		ls->acl_user = InvalidOid;
+	}
+}
+
+/*
+ * A prepared transaction outlives this backend's transaction id, which is
+ * what a DROP waits for: lock every sequence used without a lock, so that
+ * the prepared transaction holds the lock, as it would with a native
+ * sequence.  A DROP already waiting for us holds its lock: give up rather
+ * than deadlock with it.
+ */
+static void
+local_xact(XactEvent event, void *arg)
+{
+	HASH_SEQ_STATUS status;
+	LocalSeq   *ls;
+
+	if (event != XACT_EVENT_PRE_PREPARE)
+		return;
+	hash_seq_init(&status, local_seqs);
+	while ((ls = hash_seq_search(&status)) != NULL)
+	{
+		if (ls->block == NULL || !distseq_used_unlocked(ls->block) ||
+			ConditionalLockRelationOid(ls->relid, AccessShareLock))
+			continue;
+		hash_seq_term(&status);
+		ereport(ERROR,
+				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+				 errmsg("cannot PREPARE a transaction that used distseq sequence \"%s\" while it is being dropped",
+						ls->name)));
 	}
 }
 
@@ -183,6 +214,7 @@ local_lookup(const char *name)
 									  (Datum) 0);
 		CacheRegisterSyscacheCallback(DATABASEOID, local_invalidate_roles,
 									  (Datum) 0);
+		RegisterXactCallback(local_xact, NULL);
 	}
 	memset(key, 0, sizeof(key));
 	strlcpy(key, name, NAMEDATALEN);
@@ -201,10 +233,11 @@ local_lookup(const char *name)
 
 /*
  * The LocalSeq of the name argument: the one this expression had last time
- * if the name is the same, else by name.
+ * if the name is the same, else by name.  *stable says whether the name can
+ * change from call to call of this expression.
  */
 static LocalSeq *
-local_find(FunctionCallInfo fcinfo)
+local_find(FunctionCallInfo fcinfo, bool *stable)
 {
 	const Node *expr = fcinfo->flinfo->fn_expr;
 	SiteHint   *hint = NULL;
@@ -220,21 +253,42 @@ local_find(FunctionCallInfo fcinfo)
 		if (hint->expr == expr && len < NAMEDATALEN &&
 			ls->name[len] == '\0' &&
 			memcmp(ls->name, VARDATA_ANY(arg), len) == 0)
+		{
+			*stable = hint->stable;
 			return ls;
+		}
 	}
 
 	ls = local_lookup(name_from_arg(fcinfo));
+	*stable = get_fn_expr_arg_stable(fcinfo->flinfo, 0);
 	if (hint != NULL)
 	{
 		hint->expr = expr;
 		hint->ls = ls;
+		hint->stable = *stable;
 	}
 	return ls;
 }
 
 /*
+ * Keep the sequence from being dropped under us without a lock, if this
+ * backend has its entry already (entries are attached only under the lock,
+ * which inuse.c relies on).
+ */
+static bool
+local_use_unlocked(LocalSeq *ls)
+{
+	if (ls->seq == NULL ||
+		pg_atomic_read_u64(&ls->seq->gen) != ls->gen ||
+		ls->seq->relid != ls->relid || ls->seq->dboid != MyDatabaseId)
+		return false;
+	return distseq_use_unlocked(ls->seq, ls->block, ls->relid, ls->gen);
+}
+
+/*
  * Make a LocalSeq usable in this transaction: read its definition if it is
- * stale, lock the backing relation and check the privilege.
+ * stale, keep the backing relation from being dropped and check the
+ * privilege.
  */
 static void
 local_prepare(LocalSeq *ls, AclMode mode)
@@ -245,6 +299,7 @@ local_prepare(LocalSeq *ls, AclMode mode)
 	for (int tries = 0;; tries++)
 	{
 		bool		reread = false;
+		bool		locked;
 
 		if (!ls->valid)
 		{
@@ -264,18 +319,22 @@ local_prepare(LocalSeq *ls, AclMode mode)
 		}
 
 		/*
-		 * Taking the lock processes invalidations, and a DROP sends its own
-		 * before it releases its lock: if the relation went away since the
-		 * definition was read in an earlier transaction, ls->valid is false
-		 * now.  A definition read just now may come from a snapshot older
-		 * than the DROP, though (repeatable read): look for the relation.
+		 * The handshake or the lock processes invalidations, and a DROP sends
+		 * its own before it lets us go on: if the relation went away since
+		 * the definition was read in an earlier transaction, ls->valid is
+		 * false now.  A definition read just now may come from a snapshot
+		 * older than the DROP, though (repeatable read): look for the
+		 * relation.
 		 */
-		LockRelationOid(ls->relid, AccessShareLock);
+		locked = !local_use_unlocked(ls);
+		if (locked)
+			LockRelationOid(ls->relid, AccessShareLock);
 		if (ls->valid &&
 			(!reread ||
 			 SearchSysCacheExists1(RELOID, ObjectIdGetDatum(ls->relid))))
 			break;
-		UnlockRelationOid(ls->relid, AccessShareLock);
+		if (locked)
+			UnlockRelationOid(ls->relid, AccessShareLock);
 		ls->valid = false;
 		if (tries >= 3)
 			ereport(ERROR,
@@ -310,9 +369,10 @@ static LocalSeq *
 nextval_setup(FunctionCallInfo fcinfo)
 {
 	LocalSeq   *ls;
+	bool		stable;
 
 	distseq_check_loaded();
-	ls = local_find(fcinfo);
+	ls = local_find(fcinfo, &stable);
 
 	if (!ls->valid || ls->ready_lxid != DISTSEQ_MY_LXID ||
 		ls->ready_user != GetUserId())
@@ -321,8 +381,8 @@ nextval_setup(FunctionCallInfo fcinfo)
 
 		/*
 		 * The entry found last time is still ours if it carries our identity:
-		 * entries are only recycled once their relation is gone, and we hold
-		 * a lock on ours.
+		 * entries are only recycled once their relation is gone, and ours
+		 * cannot go while we use it.
 		 */
 		if (ls->seq == NULL ||
 			pg_atomic_read_u64(&ls->seq->gen) != ls->gen ||
@@ -337,8 +397,7 @@ nextval_setup(FunctionCallInfo fcinfo)
 	}
 
 	/* a name that may change from call to call is looked up every time */
-	if (fcinfo->flinfo->fn_extra == NULL &&
-		get_fn_expr_arg_stable(fcinfo->flinfo, 0))
+	if (fcinfo->flinfo->fn_extra == NULL && stable)
 		fcinfo->flinfo->fn_extra = ls;
 	return ls;
 }
@@ -392,9 +451,10 @@ Datum
 distseq_currval(PG_FUNCTION_ARGS)
 {
 	LocalSeq   *ls;
+	bool		stable;
 
 	distseq_check_loaded();
-	ls = local_find(fcinfo);
+	ls = local_find(fcinfo, &stable);
 	local_prepare(ls, ACL_SELECT | ACL_USAGE);
 
 	if (ls->last_gen != ls->gen)

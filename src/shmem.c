@@ -18,6 +18,7 @@
 
 #include "miscadmin.h"
 #include "storage/ipc.h"
+#include "storage/lock.h"
 #include "storage/shmem.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
@@ -101,6 +102,7 @@ distseq_shmem_startup(void)
 
 			seq->lock = &locks[1 + i].lock;
 			pg_atomic_init_u64(&seq->gen, 0);
+			pg_atomic_init_u32(&seq->drop_state, 0);
 			ConditionVariableInit(&seq->cv);
 		}
 	}
@@ -258,6 +260,8 @@ distseq_seq_attach(Oid relid, uint64 gen, const char *name,
 	seq->refills = 0;
 	seq->waits = 0;
 	seq->wait_ms = 0;
+	/* we hold a lock on the relation: nobody is dropping it */
+	pg_atomic_write_u32(&seq->drop_state, 0);
 	pg_atomic_write_u64(&seq->gen, gen);
 	LWLockRelease(seq->lock);
 
@@ -325,7 +329,11 @@ distseq_backend_attach(void)
 		return;
 	slot = my_slot();
 	for (int i = 0; i < distseq_max_sequences; i++)
+	{
 		Distseq->blocks[slot * distseq_max_sequences + i].gen = 0;
+		Distseq->blocks[slot * distseq_max_sequences + i].user_xact =
+			InvalidLocalTransactionId;
+	}
 	Distseq->backends[slot].dboid = MyDatabaseId;
 	Distseq->backends[slot].pid = MyProcPid;
 	before_shmem_exit(distseq_backend_detach, 0);

@@ -1,0 +1,312 @@
+/*-------------------------------------------------------------------------
+ *
+ * inuse.c
+ *	  Which transactions use a sequence, so that dropping it waits for them
+ *	  although they take no lock on it.
+ *
+ * A native sequence is locked (AccessShareLock) by every transaction that
+ * draws from it, so DROP SEQUENCE waits for them, and a DROP and re-create
+ * committed meanwhile is seen at the next lock.  The lock is most of what a
+ * one-statement transaction pays for nextval, so distseq_nextval replaces it,
+ * once a backend has used a sequence, by a handshake in shared memory:
+ *
+ *	- the user writes its local transaction id into its block of the entry
+ *	  (user_xact), then reads the entry's drop state;
+ *	- the dropper, in the object access hook, while it holds the
+ *	  AccessExclusiveLock, sets the drop state to SCANNING, then reads every
+ *	  block's user_xact, copies each one it will wait for into waited_xact,
+ *	  sets the state to SCANNED and waits for those transactions to end.
+ *
+ * Both sides write, issue a full barrier and read, so at least one of them
+ * sees the other.  A user that reads state 0 is seen by any drop that has not
+ * scanned yet; a drop that scanned before it had already committed, and its
+ * invalidations were sent before the state went back to 0, so processing
+ * invalidations after the read shows the drop.  A user that reads SCANNING
+ * waits for the scan to end (it is short and never blocks); if the scan then
+ * copied its transaction id, the dropper waits for it and it may go on,
+ * otherwise it clears its mark and takes the lock, which waits for the
+ * dropper: never both waiting for each other.
+ *
+ * Entries are created only by backends that hold the lock (nextval.c), so a
+ * dropper, which holds AccessExclusiveLock, sees every entry of its relation.
+ * The drop state goes back to 0 when the dropping (sub)transaction ends,
+ * after its invalidations are sent.  A prepared transaction would keep the
+ * relation locked with nobody left to clear the state, so a transaction that
+ * dropped a sequence in use cannot be prepared.
+ *
+ * Locking: user_xact is written only by the block's owner, waited_xact and
+ * the drop state only by the dropper, which holds AccessExclusiveLock on the
+ * relation (so there is one at a time) and DistseqShared->lock in shared
+ * mode while it scans (so the entry keeps its identity).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "distseq.h"
+#include "compat.h"
+
+#include "access/xact.h"
+#include "catalog/objectaccess.h"
+#include "catalog/pg_class.h"
+#include "miscadmin.h"
+#include "storage/lock.h"
+#include "storage/s_lock.h"
+#include "utils/inval.h"
+#include "utils/memutils.h"
+#include "utils/resowner.h"
+
+/* An entry whose drop state this backend set */
+typedef struct DropMark
+{
+	int			index;			/* in Distseq->seqs */
+	Oid			relid;
+	uint64		gen;
+	int			nest_level;		/* of the (sub)transaction that dropped */
+} DropMark;
+
+static List *drop_marks = NIL;	/* in TopTransactionContext */
+static bool callbacks_registered = false;
+
+static object_access_hook_type prev_object_access_hook = NULL;
+
+static void inuse_resource_release(ResourceReleasePhase phase, bool isCommit,
+								   bool isTopLevel, void *arg);
+static void inuse_subxact(SubXactEvent event, SubTransactionId mySubid,
+						  SubTransactionId parentSubid, void *arg);
+static void inuse_xact(XactEvent event, void *arg);
+
+/*
+ * Use a sequence without a lock in this transaction, if no drop of it is in
+ * the way.  seq must have carried identity (relid, gen) when the caller read
+ * its definition.  On true, invalidations have been processed: the caller
+ * must check that its definition is still valid, and may then use the
+ * sequence until the end of the transaction as if it held AccessShareLock.
+ * On false, the caller must take the lock.
+ */
+bool
+distseq_use_unlocked(DistseqSeq *seq, DistseqBlock *blk, Oid relid,
+					 uint64 gen)
+{
+	LocalTransactionId lxid = DISTSEQ_MY_LXID;
+	uint32		state;
+
+	if (blk->user_xact != lxid)
+	{
+		blk->user_xact = lxid;
+		pg_memory_barrier();
+		state = pg_atomic_read_u32(&seq->drop_state);
+		if (state == DISTSEQ_DROP_SCANNING)
+		{
+			SpinDelayStatus delay;
+
+			init_local_spin_delay(&delay);
+			while ((state = pg_atomic_read_u32(&seq->drop_state)) ==
+				   DISTSEQ_DROP_SCANNING)
+				perform_spin_delay(&delay);
+			finish_spin_delay(&delay);
+		}
+		pg_read_barrier();
+		if (state == DISTSEQ_DROP_SCANNED && blk->waited_xact != lxid)
+		{
+			/* the dropper does not wait for us: wait for it */
+			blk->user_xact = InvalidLocalTransactionId;
+			return false;
+		}
+	}
+
+	AcceptInvalidationMessages();
+
+	/* the entry may have been recycled for another sequence meanwhile */
+	pg_read_barrier();
+	if (pg_atomic_read_u64(&seq->gen) != gen || seq->relid != relid ||
+		seq->dboid != MyDatabaseId)
+	{
+		blk->user_xact = InvalidLocalTransactionId;
+		return false;
+	}
+	return true;
+}
+
+/* Has this transaction used the entry without a lock? */
+bool
+distseq_used_unlocked(DistseqBlock *blk)
+{
+	return blk->user_xact == DISTSEQ_MY_LXID;
+}
+
+/*
+ * A relation is about to be dropped, and we hold AccessExclusiveLock on it.
+ * If it backs a sequence in use, announce the drop and wait for every
+ * transaction that uses it without a lock.
+ */
+static void
+inuse_drop_relation(Oid relid)
+{
+	VirtualTransactionId *waits = NULL;
+	int			me = DISTSEQ_HAS_SLOT() ? DISTSEQ_MY_SLOT : -1;
+
+	for (int i = 0; i < distseq_max_sequences; i++)
+	{
+		DistseqSeq *seq = &Distseq->seqs[i];
+		uint64		gen;
+		int			nwaits = 0;
+		MemoryContext oldcxt;
+		DropMark   *mark;
+
+		/*
+		 * No entry can take our relation's identity, or lose it, while we
+		 * hold AccessExclusiveLock: look without the lock first.
+		 */
+		if (seq->relid != relid)
+			continue;
+		LWLockAcquire(Distseq->lock, LW_SHARED);
+		gen = pg_atomic_read_u64(&seq->gen);
+		if (gen == 0 || seq->dboid != MyDatabaseId || seq->relid != relid)
+		{
+			LWLockRelease(Distseq->lock);
+			continue;
+		}
+
+		/*
+		 * Remember it first, so that an error from here on clears it.  Only
+		 * a backend that drops a sequence in use needs the callbacks that
+		 * clear the marks: others do not pay for them.
+		 */
+		if (!callbacks_registered)
+		{
+			RegisterResourceReleaseCallback(inuse_resource_release, NULL);
+			RegisterSubXactCallback(inuse_subxact, NULL);
+			RegisterXactCallback(inuse_xact, NULL);
+			callbacks_registered = true;
+		}
+		oldcxt = MemoryContextSwitchTo(TopTransactionContext);
+		mark = palloc(sizeof(DropMark));
+		mark->index = i;
+		mark->relid = relid;
+		mark->gen = gen;
+		mark->nest_level = GetCurrentTransactionNestLevel();
+		drop_marks = lappend(drop_marks, mark);
+		MemoryContextSwitchTo(oldcxt);
+		if (waits == NULL)
+			waits = palloc(sizeof(VirtualTransactionId) * MaxBackends);
+
+		pg_atomic_write_u32(&seq->drop_state, DISTSEQ_DROP_SCANNING);
+		pg_memory_barrier();
+		for (int b = 0; b < MaxBackends; b++)
+		{
+			DistseqBlock *blk = &Distseq->blocks[b * distseq_max_sequences + i];
+			LocalTransactionId lxid = blk->user_xact;
+
+			if (b == me || !LocalTransactionIdIsValid(lxid))
+				continue;
+			blk->waited_xact = lxid;
+			DISTSEQ_SET_VXID(waits[nwaits], b, lxid);
+			nwaits++;
+		}
+		pg_write_barrier();
+		pg_atomic_write_u32(&seq->drop_state, DISTSEQ_DROP_SCANNED);
+		LWLockRelease(Distseq->lock);
+
+		/*
+		 * Most of these transactions have ended, and cost nothing.  A running
+		 * one that waits for a lock we hold is a deadlock, found as such.
+		 */
+		for (int w = 0; w < nwaits; w++)
+			VirtualXactLock(waits[w], true);
+	}
+	if (waits != NULL)
+		pfree(waits);
+}
+
+static void
+inuse_object_access(ObjectAccessType access, Oid classId, Oid objectId,
+					int subId, void *arg)
+{
+	if (prev_object_access_hook)
+		prev_object_access_hook(access, classId, objectId, subId, arg);
+
+	if (access == OAT_DROP && classId == RelationRelationId && subId == 0 &&
+		Distseq != NULL)
+		inuse_drop_relation(objectId);
+}
+
+/*
+ * Clear the drop state of the entries marked at nest_level or deeper (all
+ * of them for 0).  An entry recycled meanwhile starts with a clear state.
+ */
+static void
+inuse_clear_marks(int nest_level)
+{
+	ListCell   *lc;
+
+	if (drop_marks == NIL)
+		return;
+	LWLockAcquire(Distseq->lock, LW_SHARED);
+	foreach(lc, drop_marks)
+	{
+		DropMark   *mark = lfirst(lc);
+		DistseqSeq *seq = &Distseq->seqs[mark->index];
+
+		if (mark->nest_level < nest_level)
+			continue;
+		if (pg_atomic_read_u64(&seq->gen) == mark->gen &&
+			seq->relid == mark->relid && seq->dboid == MyDatabaseId)
+			pg_atomic_write_u32(&seq->drop_state, 0);
+		drop_marks = foreach_delete_current(drop_marks, lc);
+	}
+	LWLockRelease(Distseq->lock);
+}
+
+/*
+ * The end of the top transaction, after its invalidations were sent and its
+ * locks released: clear every mark.
+ */
+static void
+inuse_resource_release(ResourceReleasePhase phase, bool isCommit,
+					   bool isTopLevel, void *arg)
+{
+	if (phase == RESOURCE_RELEASE_AFTER_LOCKS && isTopLevel)
+	{
+		inuse_clear_marks(0);
+		drop_marks = NIL;
+	}
+}
+
+static void
+inuse_subxact(SubXactEvent event, SubTransactionId mySubid,
+			  SubTransactionId parentSubid, void *arg)
+{
+	int			level = GetCurrentTransactionNestLevel();
+	ListCell   *lc;
+
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		inuse_clear_marks(level);
+	else if (event == SUBXACT_EVENT_COMMIT_SUB)
+	{
+		/* the parent drops them now */
+		foreach(lc, drop_marks)
+		{
+			DropMark   *mark = lfirst(lc);
+
+			if (mark->nest_level >= level)
+				mark->nest_level = level - 1;
+		}
+	}
+}
+
+static void
+inuse_xact(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_PRE_PREPARE && drop_marks != NIL)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("cannot PREPARE a transaction that has dropped a distseq sequence")));
+}
+
+void
+distseq_inuse_init(void)
+{
+	prev_object_access_hook = object_access_hook;
+	object_access_hook = inuse_object_access;
+}
