@@ -47,6 +47,7 @@
 #include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/memutils.h"
+#include "utils/resowner.h"
 #include "utils/syscache.h"
 
 typedef struct LocalSeq
@@ -286,6 +287,24 @@ local_use_unlocked(LocalSeq *ls)
 }
 
 /*
+ * Take or release AccessShareLock on a backing relation for the whole
+ * transaction, as native nextval does: the sequence stays ready for the rest
+ * of the transaction, so ROLLBACK TO a savepoint must not release the lock.
+ */
+static void
+local_lock(Oid relid, bool lock)
+{
+	ResourceOwner save = CurrentResourceOwner;
+
+	CurrentResourceOwner = TopTransactionResourceOwner;
+	if (lock)
+		LockRelationOid(relid, AccessShareLock);
+	else
+		UnlockRelationOid(relid, AccessShareLock);
+	CurrentResourceOwner = save;
+}
+
+/*
  * Make a LocalSeq usable in this transaction: read its definition if it is
  * stale, keep the backing relation from being dropped and check the
  * privilege.
@@ -328,13 +347,13 @@ local_prepare(LocalSeq *ls, AclMode mode)
 		 */
 		locked = !local_use_unlocked(ls);
 		if (locked)
-			LockRelationOid(ls->relid, AccessShareLock);
+			local_lock(ls->relid, true);
 		if (ls->valid &&
 			(!reread ||
 			 SearchSysCacheExists1(RELOID, ObjectIdGetDatum(ls->relid))))
 			break;
 		if (locked)
-			UnlockRelationOid(ls->relid, AccessShareLock);
+			local_lock(ls->relid, false);
 		ls->valid = false;
 		if (tries >= 3)
 			ereport(ERROR,
