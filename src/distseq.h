@@ -108,6 +108,17 @@ typedef struct DistseqSeq
 	double		wait_ms;
 } DistseqSeq;
 
+/*
+ * Does the entry carry this identity?  gen is read first: an entry being
+ * recycled clears it before anything else.
+ */
+static inline bool
+distseq_seq_is(DistseqSeq *seq, Oid dboid, Oid relid, uint64 gen)
+{
+	return pg_atomic_read_u64(&seq->gen) == gen && seq->relid == relid &&
+		seq->dboid == dboid;
+}
+
 /* drop_state of an entry whose relation a transaction is dropping */
 #define DISTSEQ_DROP_SCANNING	1	/* reading the blocks' user_xact */
 #define DISTSEQ_DROP_SCANNED	2	/* waiting for the ones it copied */

@@ -119,8 +119,7 @@ distseq_use_unlocked(DistseqSeq *seq, DistseqBlock *blk, Oid relid,
 
 	/* the entry may have been recycled for another sequence meanwhile */
 	pg_read_barrier();
-	if (pg_atomic_read_u64(&seq->gen) != gen || seq->relid != relid ||
-		seq->dboid != MyDatabaseId)
+	if (!distseq_seq_is(seq, MyDatabaseId, relid, gen))
 	{
 		blk->user_xact = InvalidLocalTransactionId;
 		return false;
@@ -250,8 +249,7 @@ inuse_clear_marks(int nest_level)
 
 		if (mark->nest_level < nest_level)
 			continue;
-		if (pg_atomic_read_u64(&seq->gen) == mark->gen &&
-			seq->relid == mark->relid && seq->dboid == MyDatabaseId)
+		if (distseq_seq_is(seq, MyDatabaseId, mark->relid, mark->gen))
 			pg_atomic_write_u32(&seq->drop_state, 0);
 		drop_marks = foreach_delete_current(drop_marks, lc);
 	}

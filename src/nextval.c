@@ -280,8 +280,7 @@ static bool
 local_use_unlocked(LocalSeq *ls)
 {
 	if (ls->seq == NULL ||
-		pg_atomic_read_u64(&ls->seq->gen) != ls->gen ||
-		ls->seq->relid != ls->relid || ls->seq->dboid != MyDatabaseId)
+		!distseq_seq_is(ls->seq, MyDatabaseId, ls->relid, ls->gen))
 		return false;
 	return distseq_use_unlocked(ls->seq, ls->block, ls->relid, ls->gen);
 }
@@ -404,8 +403,7 @@ nextval_setup(FunctionCallInfo fcinfo)
 		 * cannot go while we use it.
 		 */
 		if (ls->seq == NULL ||
-			pg_atomic_read_u64(&ls->seq->gen) != ls->gen ||
-			ls->seq->relid != ls->relid || ls->seq->dboid != MyDatabaseId)
+			!distseq_seq_is(ls->seq, MyDatabaseId, ls->relid, ls->gen))
 		{
 			ls->seq = distseq_seq_attach(ls->relid, ls->gen, ls->name, &ls->def);
 			distseq_backend_attach();

@@ -151,8 +151,7 @@ seq_find_locked(Oid dboid, Oid relid, uint64 gen)
 	{
 		DistseqSeq *seq = &Distseq->seqs[i];
 
-		if (pg_atomic_read_u64(&seq->gen) == gen && seq->relid == relid &&
-			seq->dboid == dboid)
+		if (distseq_seq_is(seq, dboid, relid, gen))
 			return seq;
 	}
 	return NULL;
