@@ -74,6 +74,7 @@ typedef struct DistseqSeq
 	Oid			relid;
 	pg_atomic_uint64 gen;
 	pg_atomic_uint32 drop_state;	/* DISTSEQ_DROP_*, see inuse.c */
+	pg_atomic_uint32 drops;		/* drops of it that ended, see inuse.c */
 	char		name[NAMEDATALEN];
 	int32		block_size;
 	int64		max_value;
@@ -237,8 +238,10 @@ extern int	distseq_attached_backends(Oid dboid);
 /* src/inuse.c */
 extern void distseq_inuse_init(void);
 extern bool distseq_use_unlocked(DistseqSeq *seq, DistseqBlock *blk,
-								 Oid relid, uint64 gen);
+								 Oid relid, uint64 gen, uint32 *drops_seen);
 extern bool distseq_used_unlocked(DistseqBlock *blk);
+extern uint32 distseq_drops(DistseqSeq *seq);
+extern void distseq_drop_state_clear(DistseqSeq *seq, Oid relid, uint64 gen);
 
 /* src/pool.c */
 extern void distseq_pool_next_block(DistseqSeq *seq, uint64 gen, int64 after,

@@ -19,10 +19,15 @@
  *
  * Both sides write, issue a full barrier and read, so at least one of them
  * sees the other.  A user that reads state 0 is seen by any drop that has not
- * scanned yet; a drop that scanned before it had already committed, and its
- * invalidations were sent before the state went back to 0, so processing
- * invalidations after the read shows the drop.  A user that reads SCANNING
- * waits for the scan to end (it is short and never blocks); if the scan then
+ * scanned yet; a drop that scanned before it had already committed, sent its
+ * invalidations and counted itself in the entry's drops before the state went
+ * back to 0, so processing invalidations after the read shows the drop.  The
+ * user does that only when the count moved since it last did: the start of
+ * a transaction processes invalidations anyway, and those that are not drops
+ * (privileges) are seen as of the start of the transaction.
+ * A user that reads SCANNING
+ * waits for the scan to end by taking the entry's lock, which the dropper
+ * holds while it scans (the scan is short and never blocks); if the scan
  * copied its transaction id, the dropper waits for it and it may go on,
  * otherwise it clears its mark and takes the lock, which waits for the
  * dropper: never both waiting for each other.
@@ -30,14 +35,18 @@
  * Entries are created only by backends that hold the lock (nextval.c), so a
  * dropper, which holds AccessExclusiveLock, sees every entry of its relation.
  * The drop state goes back to 0 when the dropping (sub)transaction ends,
- * after its invalidations are sent.  A prepared transaction would keep the
- * relation locked with nobody left to clear the state, so a transaction that
- * dropped a sequence in use cannot be prepared.
+ * after its invalidations are sent.  A prepared transaction keeps the
+ * relation locked, and the state SCANNED, after its backend has moved on:
+ * users take the lock and wait for it, as they would for a native sequence.
+ * If it rolls back, the state is left behind; a user holding AccessShareLock
+ * knows that no drop is under way and clears it (distseq_drop_state_clear).
  *
  * Locking: user_xact is written only by the block's owner, waited_xact and
- * the drop state only by the dropper, which holds AccessExclusiveLock on the
- * relation (so there is one at a time) and DistseqShared->lock in shared
- * mode while it scans (so the entry keeps its identity).
+ * the drop state only by a dropper, which holds AccessExclusiveLock on the
+ * relation (so there is one at a time), DistseqShared->lock in shared mode
+ * while it scans (so the entry keeps its identity) and the entry's lock in
+ * exclusive mode (so users can wait for the scan to end) -- or by a user
+ * holding AccessShareLock, which clears a state left behind.
  *
  *-------------------------------------------------------------------------
  */
@@ -51,7 +60,6 @@
 #include "catalog/pg_class.h"
 #include "miscadmin.h"
 #include "storage/lock.h"
-#include "storage/s_lock.h"
 #include "utils/inval.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
@@ -79,32 +87,33 @@ static void inuse_xact(XactEvent event, void *arg);
 /*
  * Use a sequence without a lock in this transaction, if no drop of it is in
  * the way.  seq must have carried identity (relid, gen) when the caller read
- * its definition.  On true, invalidations have been processed: the caller
- * must check that its definition is still valid, and may then use the
- * sequence until the end of the transaction as if it held AccessShareLock.
- * On false, the caller must take the lock.
+ * its definition.  On true, every drop of it that ended before is known to
+ * the caller's relcache: the caller must check that its definition is still
+ * valid, and may then use the sequence until the end of the transaction as
+ * if it held AccessShareLock.  On false, the caller must take the lock.
+ *
+ * *drops_seen is the entry's count of ended drops that the caller's relcache
+ * is known to reflect; invalidations are processed only when it moved.
  */
 bool
 distseq_use_unlocked(DistseqSeq *seq, DistseqBlock *blk, Oid relid,
-					 uint64 gen)
+					 uint64 gen, uint32 *drops_seen)
 {
 	LocalTransactionId lxid = DISTSEQ_MY_LXID;
 	uint32		state;
+	uint32		drops;
 
 	if (blk->user_xact != lxid)
 	{
 		blk->user_xact = lxid;
 		pg_memory_barrier();
 		state = pg_atomic_read_u32(&seq->drop_state);
-		if (state == DISTSEQ_DROP_SCANNING)
+		while (state == DISTSEQ_DROP_SCANNING)
 		{
-			SpinDelayStatus delay;
-
-			init_local_spin_delay(&delay);
-			while ((state = pg_atomic_read_u32(&seq->drop_state)) ==
-				   DISTSEQ_DROP_SCANNING)
-				perform_spin_delay(&delay);
-			finish_spin_delay(&delay);
+			/* the dropper scans under the entry's lock: wait for the end */
+			LWLockAcquire(seq->lock, LW_SHARED);
+			LWLockRelease(seq->lock);
+			state = pg_atomic_read_u32(&seq->drop_state);
 		}
 		pg_read_barrier();
 		if (state == DISTSEQ_DROP_SCANNED && blk->waited_xact != lxid)
@@ -113,9 +122,18 @@ distseq_use_unlocked(DistseqSeq *seq, DistseqBlock *blk, Oid relid,
 			blk->user_xact = InvalidLocalTransactionId;
 			return false;
 		}
-	}
 
-	AcceptInvalidationMessages();
+		/*
+		 * A drop counts itself after its invalidations went out, and before
+		 * its state goes back to 0.
+		 */
+		drops = pg_atomic_read_u32(&seq->drops);
+		if (drops != *drops_seen)
+		{
+			AcceptInvalidationMessages();
+			*drops_seen = drops;
+		}
+	}
 
 	/* the entry may have been recycled for another sequence meanwhile */
 	pg_read_barrier();
@@ -125,6 +143,34 @@ distseq_use_unlocked(DistseqSeq *seq, DistseqBlock *blk, Oid relid,
 		return false;
 	}
 	return true;
+}
+
+/*
+ * The count of ended drops of seq, for a caller that holds AccessShareLock
+ * on its relation: the lock processed the invalidations of all of them.
+ */
+uint32
+distseq_drops(DistseqSeq *seq)
+{
+	return pg_atomic_read_u32(&seq->drops);
+}
+
+/*
+ * The caller holds AccessShareLock on the relation of seq, whose identity is
+ * (relid, gen): no drop of it is under way, so a drop state set is one left
+ * behind by a prepared transaction that rolled back.  Clear it, so that
+ * users stop taking the lock.
+ */
+void
+distseq_drop_state_clear(DistseqSeq *seq, Oid relid, uint64 gen)
+{
+	/* not if it is ours: we may hold AccessExclusiveLock */
+	if (pg_atomic_read_u32(&seq->drop_state) == 0 || drop_marks != NIL)
+		return;
+	LWLockAcquire(Distseq->lock, LW_SHARED);
+	if (distseq_seq_is(seq, MyDatabaseId, relid, gen))
+		pg_atomic_write_u32(&seq->drop_state, 0);
+	LWLockRelease(Distseq->lock);
 }
 
 /* Has this transaction used the entry without a lock? */
@@ -139,7 +185,7 @@ distseq_used_unlocked(DistseqBlock *blk)
  * If it backs a sequence in use, announce the drop and wait for every
  * transaction that uses it without a lock.
  */
-static void
+static pg_noinline void
 inuse_drop_relation(Oid relid)
 {
 	VirtualTransactionId *waits = NULL;
@@ -190,6 +236,7 @@ inuse_drop_relation(Oid relid)
 		if (waits == NULL)
 			waits = palloc(sizeof(VirtualTransactionId) * MaxBackends);
 
+		LWLockAcquire(seq->lock, LW_EXCLUSIVE);
 		pg_atomic_write_u32(&seq->drop_state, DISTSEQ_DROP_SCANNING);
 		pg_memory_barrier();
 		for (int b = 0; b < MaxBackends; b++)
@@ -205,6 +252,7 @@ inuse_drop_relation(Oid relid)
 		}
 		pg_write_barrier();
 		pg_atomic_write_u32(&seq->drop_state, DISTSEQ_DROP_SCANNED);
+		LWLockRelease(seq->lock);
 		LWLockRelease(Distseq->lock);
 
 		/*
@@ -250,7 +298,10 @@ inuse_clear_marks(int nest_level)
 		if (mark->nest_level < nest_level)
 			continue;
 		if (distseq_seq_is(seq, MyDatabaseId, mark->relid, mark->gen))
+		{
+			pg_atomic_fetch_add_u32(&seq->drops, 1);
 			pg_atomic_write_u32(&seq->drop_state, 0);
+		}
 		drop_marks = foreach_delete_current(drop_marks, lc);
 	}
 	LWLockRelease(Distseq->lock);
@@ -293,13 +344,15 @@ inuse_subxact(SubXactEvent event, SubTransactionId mySubid,
 	}
 }
 
+/*
+ * A prepared transaction holds its locks after this backend has moved on:
+ * leave the drop states set, users wait for its lock.
+ */
 static void
 inuse_xact(XactEvent event, void *arg)
 {
-	if (event == XACT_EVENT_PRE_PREPARE && drop_marks != NIL)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("cannot PREPARE a transaction that has dropped a distseq sequence")));
+	if (event == XACT_EVENT_PREPARE)
+		drop_marks = NIL;
 }
 
 void

@@ -19,15 +19,19 @@
  *	 expression it points to is the same; a small table keyed by it finds
  *	 the LocalSeq without hashing the name (the name is still compared);
  * - the definition: a relcache invalidation of the backing relation (DROP,
- *	 GRANT, REVOKE, ALTER ... OWNER) marks it stale, and both the lock and
- *	 the handshake process invalidations, so after them a definition still
- *	 marked valid belongs to a relation that exists;
+ *	 GRANT, REVOKE, ALTER ... OWNER) marks it stale; the lock processes
+ *	 invalidations, and the handshake does when a drop of the sequence has
+ *	 ended since it last did, so after them a definition still marked valid
+ *	 belongs to a relation that exists;
  * - the privilege check: its result for one role, forgotten on that same
  *	 relcache invalidation and on any change of role membership, role
  *	 attributes or the database's owner (syscache invalidations of
  *	 pg_auth_members, pg_authid and pg_database, as acl.c does for its own
- *	 role cache).  GetUserId() is compared on every call, which covers
- *	 SET ROLE and SECURITY DEFINER functions.
+ *	 role cache).  A transaction sees the changes committed before it began
+ *	 (its start processes invalidations); a native sequence sees those
+ *	 committed before its first use in the transaction.  GetUserId() is
+ *	 compared on every call, which covers SET ROLE and SECURITY DEFINER
+ *	 functions.
  *
  *-------------------------------------------------------------------------
  */
@@ -59,6 +63,7 @@ typedef struct LocalSeq
 	DistseqDef	def;
 	DistseqBlock *block;		/* this backend's block in shared memory */
 	DistseqSeq *seq;
+	uint32		drops_seen;		/* ended drops of seq our relcache knows */
 	LocalTransactionId ready_lxid;	/* locked and checked in this xact */
 	Oid			ready_user;		/* ... for this role */
 	Oid			acl_user;		/* passed the privilege check, or invalid */
@@ -139,14 +144,12 @@ local_invalidate_roles(Datum arg, int cacheid, uint32 hashvalue)
  * sequence.  A DROP already waiting for us holds its lock: give up rather
  * than deadlock with it.
  */
-static void
-local_xact(XactEvent event, void *arg)
+static pg_noinline void
+local_lock_for_prepare(void)
 {
 	HASH_SEQ_STATUS status;
 	LocalSeq   *ls;
 
-	if (event != XACT_EVENT_PRE_PREPARE)
-		return;
 	hash_seq_init(&status, local_seqs);
 	while ((ls = hash_seq_search(&status)) != NULL)
 	{
@@ -159,6 +162,14 @@ local_xact(XactEvent event, void *arg)
 				 errmsg("cannot PREPARE a transaction that used distseq sequence \"%s\" while it is being dropped",
 						ls->name)));
 	}
+}
+
+/* Called at every transaction's end: keep it cheap */
+static void
+local_xact(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_PRE_PREPARE)
+		local_lock_for_prepare();
 }
 
 static char *
@@ -228,6 +239,45 @@ local_lookup(const char *name)
 		ls->last_gen = 0;
 		ls->block = NULL;
 		ls->seq = NULL;
+		ls->drops_seen = 0;
+	}
+	return ls;
+}
+
+/* Is the name of ls these len bytes?  Names are short: no call to memcmp */
+static inline bool
+local_name_is(const LocalSeq *ls, const char *name, size_t len)
+{
+	if (len >= NAMEDATALEN || ls->name[len] != '\0')
+		return false;
+	for (size_t i = 0; i < len; i++)
+	{
+		if (ls->name[i] != name[i])
+			return false;
+	}
+	return true;
+}
+
+/* The site hint of an expression */
+#define SITE_HINT(expr) \
+	(&site_hints[(((uintptr_t) (expr)) >> 4) & (SITE_HINTS - 1)])
+
+/* The LocalSeq of the name argument, and remember it for this expression */
+static pg_noinline LocalSeq *
+local_find_slow(FunctionCallInfo fcinfo, bool *stable)
+{
+	const Node *expr = fcinfo->flinfo->fn_expr;
+	LocalSeq   *ls;
+
+	ls = local_lookup(name_from_arg(fcinfo));
+	*stable = get_fn_expr_arg_stable(fcinfo->flinfo, 0);
+	if (expr != NULL)
+	{
+		SiteHint   *hint = SITE_HINT(expr);
+
+		hint->expr = expr;
+		hint->ls = ls;
+		hint->stable = *stable;
 	}
 	return ls;
 }
@@ -237,38 +287,25 @@ local_lookup(const char *name)
  * if the name is the same, else by name.  *stable says whether the name can
  * change from call to call of this expression.
  */
-static LocalSeq *
+static inline LocalSeq *
 local_find(FunctionCallInfo fcinfo, bool *stable)
 {
 	const Node *expr = fcinfo->flinfo->fn_expr;
-	SiteHint   *hint = NULL;
-	LocalSeq   *ls;
 
 	if (expr != NULL && !PG_ARGISNULL(0))
 	{
-		text	   *arg = PG_GETARG_TEXT_PP(0);
-		size_t		len = VARSIZE_ANY_EXHDR(arg);
+		struct varlena *arg = (struct varlena *) PG_GETARG_POINTER(0);
+		SiteHint   *hint = SITE_HINT(expr);
 
-		hint = &site_hints[(((uintptr_t) expr) >> 4) & (SITE_HINTS - 1)];
-		ls = hint->ls;
-		if (hint->expr == expr && len < NAMEDATALEN &&
-			ls->name[len] == '\0' &&
-			memcmp(ls->name, VARDATA_ANY(arg), len) == 0)
+		if (hint->expr == expr &&
+			!VARATT_IS_COMPRESSED(arg) && !VARATT_IS_EXTERNAL(arg) &&
+			local_name_is(hint->ls, VARDATA_ANY(arg), VARSIZE_ANY_EXHDR(arg)))
 		{
 			*stable = hint->stable;
-			return ls;
+			return hint->ls;
 		}
 	}
-
-	ls = local_lookup(name_from_arg(fcinfo));
-	*stable = get_fn_expr_arg_stable(fcinfo->flinfo, 0);
-	if (hint != NULL)
-	{
-		hint->expr = expr;
-		hint->ls = ls;
-		hint->stable = *stable;
-	}
-	return ls;
+	return local_find_slow(fcinfo, stable);
 }
 
 /*
@@ -282,7 +319,22 @@ local_use_unlocked(LocalSeq *ls)
 	if (ls->seq == NULL ||
 		!distseq_seq_is(ls->seq, MyDatabaseId, ls->relid, ls->gen))
 		return false;
-	return distseq_use_unlocked(ls->seq, ls->block, ls->relid, ls->gen);
+	return distseq_use_unlocked(ls->seq, ls->block, ls->relid, ls->gen,
+								&ls->drops_seen);
+}
+
+/*
+ * We hold AccessShareLock on the backing relation, so its invalidations are
+ * processed and no drop of it is under way.
+ */
+static void
+local_locked(LocalSeq *ls)
+{
+	if (ls->seq == NULL ||
+		!distseq_seq_is(ls->seq, MyDatabaseId, ls->relid, ls->gen))
+		return;
+	ls->drops_seen = distseq_drops(ls->seq);
+	distseq_drop_state_clear(ls->seq, ls->relid, ls->gen);
 }
 
 /*
@@ -350,7 +402,11 @@ local_prepare(LocalSeq *ls, AclMode mode)
 		if (ls->valid &&
 			(!reread ||
 			 SearchSysCacheExists1(RELOID, ObjectIdGetDatum(ls->relid))))
+		{
+			if (locked)
+				local_locked(ls);
 			break;
+		}
 		if (locked)
 			local_lock(ls->relid, false);
 		ls->valid = false;
@@ -383,34 +439,44 @@ local_prepare(LocalSeq *ls, AclMode mode)
 	}
 }
 
-static LocalSeq *
+#define NEXTVAL_ACL	(ACL_USAGE | ACL_UPDATE)
+
+static pg_noinline LocalSeq *
 nextval_setup(FunctionCallInfo fcinfo)
 {
 	LocalSeq   *ls;
 	bool		stable;
+	Oid			userid = GetUserId();
 
 	distseq_check_loaded();
 	ls = local_find(fcinfo, &stable);
 
-	if (!ls->valid || ls->ready_lxid != DISTSEQ_MY_LXID ||
-		ls->ready_user != GetUserId())
+	if (ls->ready_lxid != DISTSEQ_MY_LXID || ls->ready_user != userid ||
+		!ls->valid)
 	{
-		local_prepare(ls, ACL_USAGE | ACL_UPDATE);
-
-		/*
-		 * The entry found last time is still ours if it carries our identity:
-		 * entries are only recycled once their relation is gone, and ours
-		 * cannot go while we use it.
-		 */
-		if (ls->seq == NULL ||
-			!distseq_seq_is(ls->seq, MyDatabaseId, ls->relid, ls->gen))
+		/* the common case: used before, and nothing changed since */
+		if (!(ls->valid && local_use_unlocked(ls) && ls->valid &&
+			  ls->acl_user == userid && ls->acl_mode == NEXTVAL_ACL))
 		{
-			ls->seq = distseq_seq_attach(ls->relid, ls->gen, ls->name, &ls->def);
-			distseq_backend_attach();
-			ls->block = distseq_my_block(ls->seq);
+			local_prepare(ls, NEXTVAL_ACL);
+
+			/*
+			 * The entry found last time is still ours if it carries our
+			 * identity: entries are only recycled once their relation is
+			 * gone, and ours cannot go while we use it.
+			 */
+			if (ls->seq == NULL ||
+				!distseq_seq_is(ls->seq, MyDatabaseId, ls->relid, ls->gen))
+			{
+				ls->seq = distseq_seq_attach(ls->relid, ls->gen, ls->name,
+											 &ls->def);
+				distseq_backend_attach();
+				ls->block = distseq_my_block(ls->seq);
+				local_locked(ls);
+			}
 		}
 		ls->ready_lxid = DISTSEQ_MY_LXID;
-		ls->ready_user = GetUserId();
+		ls->ready_user = userid;
 	}
 
 	/* a name that may change from call to call is looked up every time */

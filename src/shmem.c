@@ -103,6 +103,7 @@ distseq_shmem_startup(void)
 			seq->lock = &locks[1 + i].lock;
 			pg_atomic_init_u64(&seq->gen, 0);
 			pg_atomic_init_u32(&seq->drop_state, 0);
+			pg_atomic_init_u32(&seq->drops, 0);
 			ConditionVariableInit(&seq->cv);
 		}
 	}
