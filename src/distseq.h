@@ -120,9 +120,15 @@ distseq_seq_is(DistseqSeq *seq, Oid dboid, Oid relid, uint64 gen)
 		seq->dboid == dboid;
 }
 
-/* drop_state of an entry whose relation a transaction is dropping */
+/*
+ * drop_state of an entry whose relation a transaction is dropping: a phase,
+ * and the pid of the dropper above it, so that a dropper clears only a state
+ * that is still its own
+ */
 #define DISTSEQ_DROP_SCANNING	1	/* reading the blocks' user_xact */
 #define DISTSEQ_DROP_SCANNED	2	/* waiting for the ones it copied */
+#define DISTSEQ_DROP_PHASE(state)	((state) & 3)
+#define DISTSEQ_DROP_STATE(phase, pid)	((phase) | ((uint32) (pid) << 2))
 
 /* A sequence's definition, as read from the catalog */
 typedef struct DistseqDef

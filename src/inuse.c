@@ -30,12 +30,17 @@
  * holds while it scans (the scan is short and never blocks); if the scan
  * copied its transaction id, the dropper waits for it and it may go on,
  * otherwise it clears its mark and takes the lock, which waits for the
- * dropper: never both waiting for each other.
+ * dropper: never both waiting for each other.  It clears the mark under the
+ * entry's lock, unless a scan copied it meanwhile: the state it read may be
+ * one whose drop has ended, and the next dropper of the relation may be
+ * scanning already.
  *
  * Entries are created only by backends that hold the lock (nextval.c), so a
  * dropper, which holds AccessExclusiveLock, sees every entry of its relation.
  * The drop state goes back to 0 when the dropping (sub)transaction ends,
- * after its invalidations are sent.  A prepared transaction keeps the
+ * after its invalidations are sent, if it is still the dropper's own: it
+ * carries the dropper's pid, and when a transaction ends its locks are gone
+ * already, so after a rollback the next dropper may have set its own.  A prepared transaction keeps the
  * relation locked, and the state SCANNED, after its backend has moved on:
  * users take the lock and wait for it, as they would for a native sequence.
  * If it rolls back, the state is left behind; a user holding AccessShareLock
@@ -108,7 +113,7 @@ distseq_use_unlocked(DistseqSeq *seq, DistseqBlock *blk, Oid relid,
 		blk->user_xact = lxid;
 		pg_memory_barrier();
 		state = pg_atomic_read_u32(&seq->drop_state);
-		while (state == DISTSEQ_DROP_SCANNING)
+		while (DISTSEQ_DROP_PHASE(state) == DISTSEQ_DROP_SCANNING)
 		{
 			/* the dropper scans under the entry's lock: wait for the end */
 			LWLockAcquire(seq->lock, LW_SHARED);
@@ -116,11 +121,24 @@ distseq_use_unlocked(DistseqSeq *seq, DistseqBlock *blk, Oid relid,
 			state = pg_atomic_read_u32(&seq->drop_state);
 		}
 		pg_read_barrier();
-		if (state == DISTSEQ_DROP_SCANNED && blk->waited_xact != lxid)
+		if (DISTSEQ_DROP_PHASE(state) == DISTSEQ_DROP_SCANNED &&
+			blk->waited_xact != lxid)
 		{
-			/* the dropper does not wait for us: wait for it */
-			blk->user_xact = InvalidLocalTransactionId;
-			return false;
+			bool		waited;
+
+			/*
+			 * The dropper does not wait for us: wait for it.  If that drop
+			 * has ended, the next one may be scanning now; under the entry's
+			 * lock we are either seen by its scan, and go on, or gone
+			 * before it.
+			 */
+			LWLockAcquire(seq->lock, LW_SHARED);
+			waited = (blk->waited_xact == lxid);
+			if (!waited)
+				blk->user_xact = InvalidLocalTransactionId;
+			LWLockRelease(seq->lock);
+			if (!waited)
+				return false;
 		}
 
 		/*
@@ -237,7 +255,8 @@ inuse_drop_relation(Oid relid)
 			waits = palloc(sizeof(VirtualTransactionId) * MaxBackends);
 
 		LWLockAcquire(seq->lock, LW_EXCLUSIVE);
-		pg_atomic_write_u32(&seq->drop_state, DISTSEQ_DROP_SCANNING);
+		pg_atomic_write_u32(&seq->drop_state,
+							DISTSEQ_DROP_STATE(DISTSEQ_DROP_SCANNING, MyProcPid));
 		pg_memory_barrier();
 		for (int b = 0; b < MaxBackends; b++)
 		{
@@ -251,7 +270,8 @@ inuse_drop_relation(Oid relid)
 			nwaits++;
 		}
 		pg_write_barrier();
-		pg_atomic_write_u32(&seq->drop_state, DISTSEQ_DROP_SCANNED);
+		pg_atomic_write_u32(&seq->drop_state,
+							DISTSEQ_DROP_STATE(DISTSEQ_DROP_SCANNED, MyProcPid));
 		LWLockRelease(seq->lock);
 		LWLockRelease(Distseq->lock);
 
@@ -280,7 +300,8 @@ inuse_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 
 /*
  * Clear the drop state of the entries marked at nest_level or deeper (all
- * of them for 0).  An entry recycled meanwhile starts with a clear state.
+ * of them for 0), where it is still ours.  An entry recycled meanwhile
+ * starts with a clear state.
  */
 static void
 inuse_clear_marks(int nest_level)
@@ -299,8 +320,11 @@ inuse_clear_marks(int nest_level)
 			continue;
 		if (distseq_seq_is(seq, MyDatabaseId, mark->relid, mark->gen))
 		{
+			uint32		mine = DISTSEQ_DROP_STATE(DISTSEQ_DROP_SCANNED,
+												  MyProcPid);
+
 			pg_atomic_fetch_add_u32(&seq->drops, 1);
-			pg_atomic_write_u32(&seq->drop_state, 0);
+			(void) pg_atomic_compare_exchange_u32(&seq->drop_state, &mine, 0);
 		}
 		drop_marks = foreach_delete_current(drop_marks, lc);
 	}
