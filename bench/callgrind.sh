@@ -73,6 +73,7 @@ distseq_install_packages
 if [ $build -eq 1 ]; then
 	distseq_build_install "$here" || { echo "build of $here failed" >&2; exit 1; }
 fi
+bench_cfloor_install "$here" || exit 1
 
 out=$here/bench/out
 mkdir -p "$out"
@@ -122,12 +123,15 @@ done
 as_pg "$PGBIN/pg_isready" -q -h "$work" -p $port || { echo "server did not start" >&2; exit 1; }
 
 as_pg "$PGBIN/createdb" -h "$work" -p $port bench
-psql_cg >/dev/null <<'SQL'
+{
+	cat <<'SQL'
 CREATE EXTENSION distseq;
 SELECT distseq_create('s', block_size => 100);
 CREATE SEQUENCE ns_cache CACHE 1000;
 CREATE SEQUENCE ns_nocache;
 SQL
+	bench_cfloor_sql
+} | psql_cg >/dev/null
 
 # total instructions of the process whose callgrind file is cg.<pid>, once it exited
 cg_total() {
@@ -167,6 +171,7 @@ EOF
 xact_variants() {
 	cat <<'EOF'
 select1|SELECT 1|SELECT 1;
+cfloor|SELECT bench_cfloor('s') empty C fn|SELECT bench_cfloor('s');
 distseq|SELECT distseq_nextval('s')|SELECT distseq_nextval('s');
 ns_cache|SELECT nextval('ns_cache') CACHE 1000|SELECT nextval('ns_cache');
 EOF
@@ -287,6 +292,7 @@ if [ "$only" != rows ]; then
 		echo "\"xact: $label\",\"$stmt\",$a,$b,$m1,$m2,${per_xact[$key]},,$net" >> "$csv"
 	done < <(xact_variants)
 	echo "(\"minus SELECT 1\" is what the statement adds to a one-statement transaction)"
+	echo "distseq_nextval('s') over an empty C function of an extension: $((per_xact[distseq] - per_xact[cfloor])) per transaction"
 	if [ -s "$work/xact_fns.txt" ]; then
 		echo "distseq functions, inclusive instructions per transaction (callgrind_annotate):"
 		awk '{ printf "  %-30s %8s\n", $1, $2 }' "$work/xact_fns.txt"

@@ -77,6 +77,7 @@ distseq_install_packages
 if [ $build -eq 1 ]; then
 	distseq_build_install "$here" || { echo "build of $here failed" >&2; exit 1; }
 fi
+bench_cfloor_install "$here" || exit 1
 if ! command -v gnuplot >/dev/null 2>&1; then
 	log "installing gnuplot-nox"
 	if [ "$(id -u)" -eq 0 ]; then
@@ -93,7 +94,7 @@ fi
 
 out=$here/bench/out
 mkdir -p "$out"
-rm -f "$out"/results.csv "$out"/bulk_raw.csv "$out"/pgbench_raw.csv "$out"/group_raw.csv "$out"/status.txt "$out"/meta.txt "$out"/tps.png "$out"/tps.dat
+rm -f "$out"/results.csv "$out"/bulk_raw.csv "$out"/pgbench_raw.csv "$out"/group_raw.csv "$out"/status.txt "$out"/meta.txt "$out"/tps.png "$out"/tps.dat "$out"/paired.txt
 
 work=$(mktemp -d /tmp/dsbench.XXXXXX)
 chmod 755 "$work"
@@ -191,6 +192,7 @@ CREATE SEQUENCE ns_nocache;
 CREATE TABLE t_distseq (id bigint PRIMARY KEY DEFAULT distseq_nextval('s2'), v int);
 CREATE TABLE t_serial (id bigserial PRIMARY KEY, v int);
 SQL
+	bench_cfloor_sql
 	bench_functions
 } | psql_a >/dev/null
 
@@ -288,6 +290,7 @@ awk -F, '{ print $2 "," $5 }' "$work/bulk.raw" | sort -t, -k1,1 -k2,2g | median_
 pg_variants() {
 	cat <<'EOF'
 select1|SELECT 1|SELECT 1;
+cfloor|SELECT bench_cfloor('s') empty C fn|SELECT bench_cfloor('s');
 distseq|SELECT distseq_nextval('s')|SELECT distseq_nextval('s');
 ns_cache|SELECT nextval('ns_cache') CACHE 1000|SELECT nextval('ns_cache');
 ns_nocache|SELECT nextval('ns_nocache')|SELECT nextval('ns_nocache');
@@ -322,12 +325,12 @@ run_pgbench() {	# round variant clients
 
 nrun=0
 for c in $clients; do
-	nrun=$((nrun + 6)); [ "$c" = "$s10_clients" ] && nrun=$((nrun + 1))
+	nrun=$((nrun + 7)); [ "$c" = "$s10_clients" ] && nrun=$((nrun + 1))
 done
 log "pgbench: $rounds round(s) x $nrun runs of ${duration}s (clients: $clients)"
 for r in $(seq 1 "$rounds"); do
 	for c in $clients; do
-		vs=(select1 distseq ns_cache ns_nocache ins_distseq ins_serial)
+		vs=(select1 distseq cfloor ns_cache ns_nocache ins_distseq ins_serial)
 		[ "$c" = "$s10_clients" ] && vs+=(distseq_b10)
 		nv=${#vs[@]}
 		for i in $(seq 0 $((nv - 1))); do
@@ -508,7 +511,7 @@ bulk_variants "$bulk_n" "$dblink_n" | rate_rows bulk 1 "$work/bulk.med" ns_cache
 declare -A labels
 while IFS='|' read -r name label sql; do labels[$name]=$label; done < <(pg_variants)
 for c in $clients; do
-	vs=(select1 distseq ns_cache ns_nocache ins_distseq ins_serial)
+	vs=(select1 cfloor distseq ns_cache ns_nocache ins_distseq ins_serial)
 	[ "$c" = "$s10_clients" ] && vs+=(distseq_b10)
 	read -r s1_p50 s1_p99 s1_p999 < <(percentiles "$work/lat/select1_$c")
 	for v in "${vs[@]}"; do
@@ -559,14 +562,46 @@ awk -v d="$(median_of "$work/group.med" distseq)" -v c="$(median_of "$work/group
 		d / nat, (d / nat >= 0.9 ? "met" : "NOT met")
 }' | tee "$work/group.ratios"
 
+# SELECT distseq_nextval against the two floors, round by round: the variants
+# of a round run one after the other, so a round's ratio is less exposed to
+# the machine's drift than the ratio of medians
+echo
+echo "per-round tps ratios, median (min-max) of $rounds round(s):"
+awk -F, -v clients="$clients" '
+{ tps[$1 "," $2 "," $3] = $4; seen[$1] = 1 }
+END {
+	np = split("distseq select1|distseq cfloor|cfloor select1", pairs, "|")
+	printf "%-8s %-24s %-24s %-24s\n", "clients", "distseq / SELECT 1", "distseq / empty C fn", "empty C fn / SELECT 1"
+	nc = split(clients, cs, " ")
+	for (i = 1; i <= nc; i++) {
+		line = sprintf("%-8s", cs[i])
+		for (p = 1; p <= np; p++) {
+			split(pairs[p], ab, " ")
+			k = 0
+			for (r in seen) {
+				a = tps[r "," ab[1] "," cs[i]]; b = tps[r "," ab[2] "," cs[i]]
+				if (a > 0 && b > 0) v[++k] = a / b
+			}
+			for (x = 2; x <= k; x++) {
+				t = v[x]
+				for (y = x - 1; y >= 1 && v[y] > t; y--) v[y + 1] = v[y]
+				v[y + 1] = t
+			}
+			med = (k % 2) ? v[(k + 1) / 2] : (v[k / 2] + v[k / 2 + 1]) / 2
+			line = line sprintf(" %-24s", sprintf("%.2f (%.2f-%.2f)", med, v[1], v[k]))
+		}
+		print line
+	}
+}' "$work/pgbench.raw" | tee "$out/paired.txt"
+
 # ---------------------------------------------------------------- plot
 {
 	printf "clients"
-	for v in select1 distseq ns_cache ns_nocache ins_distseq ins_serial; do printf ' "%s"' "${labels[$v]}"; done
+	for v in select1 cfloor distseq ns_cache ns_nocache ins_distseq ins_serial; do printf ' "%s"' "${labels[$v]}"; done
 	echo
 	for c in $clients; do
 		printf "%s" "$c"
-		for v in select1 distseq ns_cache ns_nocache ins_distseq ins_serial; do printf " %s" "$(pg_tps $v "$c")"; done
+		for v in select1 cfloor distseq ns_cache ns_nocache ins_distseq ins_serial; do printf " %s" "$(pg_tps $v "$c")"; done
 		echo
 	done
 } > "$out/tps.dat"
@@ -583,7 +618,7 @@ set xtics ($(echo $clients | sed 's/ /, /g'))
 set grid
 set key below
 set yrange [0:*]
-plot for [i=2:7] "$out/tps.dat" using 1:i with linespoints lw 2 pt 7 title columnheader(i)
+plot for [i=2:8] "$out/tps.dat" using 1:i with linespoints lw 2 pt 7 title columnheader(i)
 GP
 	if [ $quick -eq 0 ]; then cp "$out/tps.png" "$here/bench/results.png"; fi
 fi

@@ -21,6 +21,15 @@ distseq_build_install() {
 		make -C "$1" PG_CONFIG="$PG_CONFIG" install >/dev/null
 }
 
+# The benchmarks' floor, an empty C function of an extension (bench/cfloor)
+bench_cfloor_install() {
+	distseq_build_install "$1/bench/cfloor" ||
+		{ echo "build of $1/bench/cfloor failed" >&2; return 1; }
+}
+bench_cfloor_sql() {
+	echo "CREATE FUNCTION bench_cfloor(text) RETURNS bigint AS 'bench_cfloor', 'bench_cfloor' LANGUAGE C VOLATILE PARALLEL UNSAFE;"
+}
+
 # The extension is installed system-wide, so two runs on one machine (a test
 # run and a benchmark, say) would replace each other's build under running
 # servers: they take turns on one lock.  The script runs again under
