@@ -37,13 +37,9 @@
 #if PG_VERSION_NUM >= 160000
 #define distseq_rel_ownercheck(relid, roleid) \
 	object_ownercheck(RelationRelationId, (relid), (roleid))
-#define distseq_namespace_ownercheck(nspid, roleid) \
-	object_ownercheck(NamespaceRelationId, (nspid), (roleid))
 #else
 #define distseq_rel_ownercheck(relid, roleid) \
 	pg_class_ownercheck((relid), (roleid))
-#define distseq_namespace_ownercheck(nspid, roleid) \
-	pg_namespace_ownercheck((nspid), (roleid))
 #endif
 
 #if PG_VERSION_NUM < 150000

@@ -61,7 +61,6 @@
 #include "compat.h"
 
 #include "access/xact.h"
-#include "catalog/catalog.h"
 #include "catalog/namespace.h"
 #include "catalog/objectaccess.h"
 #include "catalog/pg_class.h"
@@ -73,7 +72,6 @@
 #include "utils/inval.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
-#include "utils/syscache.h"
 
 /* An entry whose drop state this backend set */
 typedef struct DropMark
@@ -325,38 +323,13 @@ inuse_drop_relation(Oid relid)
 }
 
 /*
- * Could the statement drop this relation, as RemoveRelations would check:
- * a sequence, not a system one, owned by us or in a schema we own?
- */
-static bool
-inuse_may_drop(Oid relid)
-{
-	HeapTuple	tuple;
-	Form_pg_class form;
-	bool		ok;
-
-	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	if (!HeapTupleIsValid(tuple))
-		return false;
-	form = (Form_pg_class) GETSTRUCT(tuple);
-	ok = form->relkind == RELKIND_SEQUENCE &&
-		(allowSystemTableMods || !IsSystemClass(relid, form)) &&
-		(distseq_rel_ownercheck(relid, GetUserId()) ||
-		 distseq_namespace_ownercheck(form->relnamespace, GetUserId()));
-	ReleaseSysCache(tuple);
-	return ok;
-}
-
-/*
- * DROP SEQUENCE is about to run.  It would lock every sequence it names,
- * in order, before it deletes any, and the object access hook waits for
- * users only at the deletion: a user of the first that then needed the lock
- * of another would deadlock with it, where a native DROP SEQUENCE makes it
- * wait.  So take the statement's locks here, in its order, and wait for the
- * users of each distseq sequence before locking the next; the deletion
- * finds them announced.  At the first name the statement would not lock
- * (missing, not a sequence, not ours, renamed meanwhile) stop, and leave the
- * rest, and the error, to the statement.
+ * DROP SEQUENCE is about to run.  It would lock every sequence it names
+ * before it deletes any, and the object access hook waits for users only at
+ * the deletion: a user of the first that then needed the lock of another
+ * would deadlock with it, where a native DROP SEQUENCE makes it wait.  So
+ * lock each sequence in use that we own and wait for its users before the
+ * next one is locked; the deletion finds them announced.  Anything else
+ * (not ours, gone, renamed meanwhile) is left to the statement.
  */
 void
 distseq_inuse_before_drop(DropStmt *stmt)
@@ -366,29 +339,16 @@ distseq_inuse_before_drop(DropStmt *stmt)
 	/* a read-only transaction is refused by the statement, without waiting */
 	if (stmt->removeType != OBJECT_SEQUENCE || Distseq == NULL || XactReadOnly)
 		return;
-
-	/* see the catalogs as the statement will */
-	AcceptInvalidationMessages();
 	foreach(lc, stmt->objects)
 	{
 		RangeVar   *rv = makeRangeVarFromNameList((List *) lfirst(lc));
 		Oid			relid = RangeVarGetRelid(rv, NoLock, true);
 
-		if (!OidIsValid(relid))
-		{
-			if (stmt->missing_ok)
-				continue;
-			return;
-		}
-		if (!inuse_may_drop(relid))
-			return;
+		if (!OidIsValid(relid) || !inuse_has_entry(relid) ||
+			!distseq_rel_ownercheck(relid, GetUserId()))
+			continue;
 		LockRelationOid(relid, AccessExclusiveLock);
-		if (RangeVarGetRelid(rv, NoLock, true) != relid)
-		{
-			UnlockRelationOid(relid, AccessExclusiveLock);
-			return;
-		}
-		if (inuse_has_entry(relid))
+		if (RangeVarGetRelid(rv, NoLock, true) == relid)
 			inuse_drop_relation(relid);
 	}
 }
