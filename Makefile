@@ -30,7 +30,7 @@ endif
 REGRESS = distseq_upgrade distseq_basic distseq_errors distseq_stripes distseq_privileges distseq_fuzz distseq_memory
 REGRESS_OPTS = --temp-config=$(srcdir)/test/distseq.conf --temp-instance=./tmp_check
 
-ISOLATION = concurrent_refill rollback_refill drop_recreate drop_many privilege_cache
+ISOLATION = concurrent_refill rollback_refill drop_recreate privilege_cache
 ISOLATION_OPTS = --temp-config=$(srcdir)/test/distseq_iso.conf --temp-instance=./tmp_check_iso \
 	--inputdir=$(srcdir)/test --outputdir=./output_iso
 

@@ -31,7 +31,6 @@
 
 #include "access/xlogdefs.h"
 #include "fmgr.h"
-#include "nodes/parsenodes.h"
 #include "nodes/pg_list.h"
 #include "port/atomics.h"
 #include "storage/condition_variable.h"
@@ -244,7 +243,6 @@ extern int	distseq_attached_backends(Oid dboid);
 
 /* src/inuse.c */
 extern void distseq_inuse_init(void);
-extern void distseq_inuse_before_drop(DropStmt *stmt);
 extern bool distseq_use_unlocked(DistseqSeq *seq, DistseqBlock *blk,
 								 Oid relid, uint64 gen, uint32 *drops_seen);
 extern bool distseq_used_unlocked(DistseqBlock *blk);

@@ -61,14 +61,10 @@
 #include "compat.h"
 
 #include "access/xact.h"
-#include "catalog/namespace.h"
 #include "catalog/objectaccess.h"
 #include "catalog/pg_class.h"
 #include "miscadmin.h"
-#include "nodes/makefuncs.h"
-#include "storage/lmgr.h"
 #include "storage/lock.h"
-#include "utils/acl.h"
 #include "utils/inval.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
@@ -202,37 +198,6 @@ distseq_used_unlocked(DistseqBlock *blk)
 	return blk->user_xact == DISTSEQ_MY_LXID;
 }
 
-/* Has this transaction announced a drop of the entry already? */
-static bool
-inuse_marked(int index, Oid relid, uint64 gen)
-{
-	ListCell   *lc;
-
-	foreach(lc, drop_marks)
-	{
-		DropMark   *mark = lfirst(lc);
-
-		if (mark->index == index && mark->relid == relid && mark->gen == gen)
-			return true;
-	}
-	return false;
-}
-
-/* Does the relation back a sequence in use here?  A hint: no lock is held */
-static bool
-inuse_has_entry(Oid relid)
-{
-	for (int i = 0; i < distseq_max_sequences; i++)
-	{
-		DistseqSeq *seq = &Distseq->seqs[i];
-
-		if (seq->relid == relid && seq->dboid == MyDatabaseId &&
-			pg_atomic_read_u64(&seq->gen) != 0)
-			return true;
-	}
-	return false;
-}
-
 /*
  * A relation is about to be dropped, and we hold AccessExclusiveLock on it.
  * If it backs a sequence in use, announce the drop and wait for every
@@ -260,8 +225,7 @@ inuse_drop_relation(Oid relid)
 			continue;
 		LWLockAcquire(Distseq->lock, LW_SHARED);
 		gen = pg_atomic_read_u64(&seq->gen);
-		if (gen == 0 || seq->dboid != MyDatabaseId || seq->relid != relid ||
-			inuse_marked(i, relid, gen))
+		if (gen == 0 || seq->dboid != MyDatabaseId || seq->relid != relid)
 		{
 			LWLockRelease(Distseq->lock);
 			continue;
@@ -320,37 +284,6 @@ inuse_drop_relation(Oid relid)
 	}
 	if (waits != NULL)
 		pfree(waits);
-}
-
-/*
- * DROP SEQUENCE is about to run.  It would lock every sequence it names
- * before it deletes any, and the object access hook waits for users only at
- * the deletion: a user of the first that then needed the lock of another
- * would deadlock with it, where a native DROP SEQUENCE makes it wait.  So
- * lock each sequence in use that we own and wait for its users before the
- * next one is locked; the deletion finds them announced.  Anything else
- * (not ours, gone, renamed meanwhile) is left to the statement.
- */
-void
-distseq_inuse_before_drop(DropStmt *stmt)
-{
-	ListCell   *lc;
-
-	/* a read-only transaction is refused by the statement, without waiting */
-	if (stmt->removeType != OBJECT_SEQUENCE || Distseq == NULL || XactReadOnly)
-		return;
-	foreach(lc, stmt->objects)
-	{
-		RangeVar   *rv = makeRangeVarFromNameList((List *) lfirst(lc));
-		Oid			relid = RangeVarGetRelid(rv, NoLock, true);
-
-		if (!OidIsValid(relid) || !inuse_has_entry(relid) ||
-			!distseq_rel_ownercheck(relid, GetUserId()))
-			continue;
-		LockRelationOid(relid, AccessExclusiveLock);
-		if (RangeVarGetRelid(rv, NoLock, true) == relid)
-			inuse_drop_relation(relid);
-	}
 }
 
 static void

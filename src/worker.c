@@ -193,9 +193,7 @@ distseq_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 					   DestReceiver *dest, QueryCompletion *qc)
 #endif
 {
-	if (IsA(pstmt->utilityStmt, DropStmt))
-		distseq_inuse_before_drop((DropStmt *) pstmt->utilityStmt);
-	else if (IsA(pstmt->utilityStmt, DropdbStmt) && Distseq != NULL)
+	if (IsA(pstmt->utilityStmt, DropdbStmt) && Distseq != NULL)
 	{
 		Oid			dboid = get_database_oid(((DropdbStmt *) pstmt->utilityStmt)->dbname,
 											 true);
