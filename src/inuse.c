@@ -24,13 +24,12 @@
  * back to 0, so processing invalidations after the read shows the drop.  The
  * user does that only when the count moved since it last did: the start of
  * a transaction processes invalidations anyway, and those that are not drops
- * (privileges) are seen as of the start of the transaction.
- * A user that reads SCANNING
- * waits for the scan to end by taking the entry's lock, which the dropper
- * holds while it scans (the scan is short and never blocks); if the scan
- * copied its transaction id, the dropper waits for it and it may go on,
- * otherwise it clears its mark and takes the lock, which waits for the
- * dropper: never both waiting for each other.  It clears the mark under the
+ * (privileges) are seen as of the start of the transaction.  A user that
+ * reads SCANNING waits for the scan to end by taking the entry's lock, which
+ * the dropper holds while it scans (the scan is short and never blocks); if
+ * the scan copied its transaction id, the dropper waits for it and it may
+ * go on, otherwise it clears its mark and takes the lock, which waits for
+ * the dropper: never both waiting for each other.  It clears the mark under the
  * entry's lock, unless a scan copied it meanwhile: the state it read may be
  * one whose drop has ended, and the next dropper of the relation may be
  * scanning already.
@@ -40,11 +39,12 @@
  * The drop state goes back to 0 when the dropping (sub)transaction ends,
  * after its invalidations are sent, if it is still the dropper's own: it
  * carries the dropper's pid, and when a transaction ends its locks are gone
- * already, so after a rollback the next dropper may have set its own.  A prepared transaction keeps the
- * relation locked, and the state SCANNED, after its backend has moved on:
- * users take the lock and wait for it, as they would for a native sequence.
- * If it rolls back, the state is left behind; a user holding AccessShareLock
- * knows that no drop is under way and clears it (distseq_drop_state_clear).
+ * already, so after a rollback the next dropper may have set its own.  A
+ * prepared transaction keeps the relation locked, and the state SCANNED,
+ * after its backend has moved on: users take the lock and wait for it, as
+ * they would for a native sequence.  If it rolls back, the state is left
+ * behind; a user holding AccessShareLock knows that no drop is under way and
+ * clears it (distseq_drop_state_clear).
  *
  * Locking: user_xact is written only by the block's owner, waited_xact and
  * the drop state only by a dropper, which holds AccessExclusiveLock on the
