@@ -4,10 +4,15 @@
  *	  distseq_nextval() and distseq_currval(): the hot path and the
  *	  backend-local cache that resolves a sequence name once.
  *
- * A call site with a constant name keeps a pointer to its LocalSeq in
- * fn_extra.  A call served from the backend's block compares the block's
- * generation with the sequence's, increments, and returns: no lock, no
- * lookup, no syscall.
+ * A call site keeps a pointer to its LocalSeq in fn_extra.  Where the name
+ * is a constant of the call's own expression, the pointer is trusted as it
+ * is; anywhere else -- a PL/pgSQL variable, a parameter, a column -- the
+ * name may change from one call to the next even within one execution of
+ * the expression (PL/pgSQL evaluates a simple expression again and again
+ * with new values of its variables), so it is compared on every call and a
+ * different name is looked up, checked and attached like any other.  A call
+ * served from the backend's block compares the block's generation with the
+ * sequence's, increments, and returns: no lock, no lookup, no syscall.
  *
  * Once per transaction a sequence is made safe from a concurrent DROP: the
  * first time a backend uses it, by AccessShareLock on its backing sequence
@@ -54,9 +59,24 @@
 #include "utils/resowner.h"
 #include "utils/syscache.h"
 
-typedef struct LocalSeq
+typedef struct LocalSeq LocalSeq;
+
+/*
+ * What fn_extra points to: the sequence a call site used last, and whether
+ * its name is a constant of the site's expression.  Each LocalSeq embeds
+ * one of each kind, so a call site needs no memory of its own.
+ */
+typedef struct CallSite
+{
+	LocalSeq   *ls;
+	bool		constant;
+} CallSite;
+
+struct LocalSeq
 {
 	char		name[NAMEDATALEN];	/* hash key */
+	CallSite	const_site;		/* { this, true } */
+	CallSite	var_site;		/* { this, false } */
 	bool		valid;			/* relid and gen are current */
 	Oid			relid;
 	uint64		gen;
@@ -70,18 +90,19 @@ typedef struct LocalSeq
 	AclMode		acl_mode;		/* ... for this mode */
 	uint64		last_gen;		/* generation of last, 0 if none */
 	int64		last;			/* slot of the last value this session got */
-} LocalSeq;
+};
 
 /*
- * The LocalSeq an expression resolved to last time.  Entries of local_seqs
+ * The LocalSeq an expression resolved to last time, so that a statement
+ * executed again finds it without hashing the name.  Entries of local_seqs
  * are never removed, so the pointer stays good; the expression may have
- * been freed and its memory reused by another one, so it is only a hint.
+ * been freed and its memory reused by another one, so it is only a hint:
+ * the name is always compared, and nothing else is taken from it.
  */
 typedef struct SiteHint
 {
 	const Node *expr;
 	LocalSeq   *ls;
-	bool		stable;			/* the name is the same at every call */
 } SiteHint;
 
 #define SITE_HINTS 16			/* a power of 2 */
@@ -240,6 +261,10 @@ local_lookup(const char *name)
 		ls->block = NULL;
 		ls->seq = NULL;
 		ls->drops_seen = 0;
+		ls->const_site.ls = ls;
+		ls->const_site.constant = true;
+		ls->var_site.ls = ls;
+		ls->var_site.constant = false;
 	}
 	return ls;
 }
@@ -258,54 +283,77 @@ local_name_is(const LocalSeq *ls, const char *name, size_t len)
 	return true;
 }
 
+/* Is the name argument of this call, as it is, the name of ls? */
+static inline bool
+local_arg_is(const LocalSeq *ls, FunctionCallInfo fcinfo)
+{
+	struct varlena *arg;
+
+	if (PG_ARGISNULL(0))
+		return false;
+	arg = (struct varlena *) PG_GETARG_POINTER(0);
+	if (VARATT_IS_COMPRESSED(arg) || VARATT_IS_EXTERNAL(arg))
+		return false;
+	return local_name_is(ls, VARDATA_ANY(arg), VARSIZE_ANY_EXHDR(arg));
+}
+
 /* The site hint of an expression */
 #define SITE_HINT(expr) \
 	(&site_hints[(((uintptr_t) (expr)) >> 4) & (SITE_HINTS - 1)])
 
 /* The LocalSeq of the name argument, and remember it for this expression */
 static pg_noinline LocalSeq *
-local_find_slow(FunctionCallInfo fcinfo, bool *stable)
+local_find_slow(FunctionCallInfo fcinfo)
 {
 	const Node *expr = fcinfo->flinfo->fn_expr;
 	LocalSeq   *ls;
 
 	ls = local_lookup(name_from_arg(fcinfo));
-	*stable = get_fn_expr_arg_stable(fcinfo->flinfo, 0);
 	if (expr != NULL)
 	{
 		SiteHint   *hint = SITE_HINT(expr);
 
 		hint->expr = expr;
 		hint->ls = ls;
-		hint->stable = *stable;
 	}
 	return ls;
 }
 
 /*
  * The LocalSeq of the name argument: the one this expression had last time
- * if the name is the same, else by name.  *stable says whether the name can
- * change from call to call of this expression.
+ * if the name is the same, else by name.
  */
 static inline LocalSeq *
-local_find(FunctionCallInfo fcinfo, bool *stable)
+local_find(FunctionCallInfo fcinfo)
 {
 	const Node *expr = fcinfo->flinfo->fn_expr;
 
-	if (expr != NULL && !PG_ARGISNULL(0))
+	if (expr != NULL)
 	{
-		struct varlena *arg = (struct varlena *) PG_GETARG_POINTER(0);
 		SiteHint   *hint = SITE_HINT(expr);
 
-		if (hint->expr == expr &&
-			!VARATT_IS_COMPRESSED(arg) && !VARATT_IS_EXTERNAL(arg) &&
-			local_name_is(hint->ls, VARDATA_ANY(arg), VARSIZE_ANY_EXHDR(arg)))
-		{
-			*stable = hint->stable;
+		if (hint->expr == expr && local_arg_is(hint->ls, fcinfo))
 			return hint->ls;
-		}
 	}
-	return local_find_slow(fcinfo, stable);
+	return local_find_slow(fcinfo);
+}
+
+/*
+ * Is the name argument a constant of the call's own expression, the same at
+ * every call of this FmgrInfo?  Only a Const is: get_fn_expr_arg_stable()
+ * also counts external parameters, whose values PL/pgSQL changes between
+ * calls of one simple expression.
+ */
+static bool
+site_name_is_constant(FmgrInfo *flinfo)
+{
+	const Node *expr = flinfo->fn_expr;
+	const List *args;
+
+	if (expr == NULL || !IsA(expr, FuncExpr))
+		return false;
+	args = ((const FuncExpr *) expr)->args;
+	return list_length(args) == 1 && IsA(linitial(args), Const);
 }
 
 /*
@@ -444,12 +492,15 @@ local_prepare(LocalSeq *ls, AclMode mode)
 static pg_noinline LocalSeq *
 nextval_setup(FunctionCallInfo fcinfo)
 {
+	CallSite   *site = (CallSite *) fcinfo->flinfo->fn_extra;
 	LocalSeq   *ls;
-	bool		stable;
 	Oid			userid = GetUserId();
 
 	distseq_check_loaded();
-	ls = local_find(fcinfo, &stable);
+	if (site != NULL && (site->constant || local_arg_is(site->ls, fcinfo)))
+		ls = site->ls;
+	else
+		ls = local_find(fcinfo);
 
 	if (ls->ready_lxid != DISTSEQ_MY_LXID || ls->ready_user != userid ||
 		!ls->valid)
@@ -479,9 +530,12 @@ nextval_setup(FunctionCallInfo fcinfo)
 		ls->ready_user = userid;
 	}
 
-	/* a name that may change from call to call is looked up every time */
-	if (fcinfo->flinfo->fn_extra == NULL && stable)
-		fcinfo->flinfo->fn_extra = ls;
+	if (site == NULL)
+		site = site_name_is_constant(fcinfo->flinfo) ?
+			&ls->const_site : &ls->var_site;
+	else if (!site->constant)
+		site = &ls->var_site;
+	fcinfo->flinfo->fn_extra = site;
 	return ls;
 }
 
@@ -502,7 +556,8 @@ PG_FUNCTION_INFO_V1(distseq_nextval);
 Datum
 distseq_nextval(PG_FUNCTION_ARGS)
 {
-	LocalSeq   *ls = (LocalSeq *) fcinfo->flinfo->fn_extra;
+	CallSite   *site = (CallSite *) fcinfo->flinfo->fn_extra;
+	LocalSeq   *ls;
 	DistseqBlock *blk;
 	int64		slot;
 
@@ -513,9 +568,13 @@ distseq_nextval(PG_FUNCTION_ARGS)
 	if (unlikely(XactReadOnly))
 		PreventCommandIfReadOnly("distseq_nextval()");
 
-	if (unlikely(ls == NULL || ls->ready_lxid != DISTSEQ_MY_LXID ||
-				 ls->ready_user != GetUserId()))
+	if (unlikely(site == NULL ||
+				 (!site->constant && !local_arg_is(site->ls, fcinfo)) ||
+				 site->ls->ready_lxid != DISTSEQ_MY_LXID ||
+				 site->ls->ready_user != GetUserId()))
 		ls = nextval_setup(fcinfo);
+	else
+		ls = site->ls;
 
 	blk = ls->block;
 	if (likely(blk->gen == ls->gen && blk->next < blk->end))
@@ -534,10 +593,9 @@ Datum
 distseq_currval(PG_FUNCTION_ARGS)
 {
 	LocalSeq   *ls;
-	bool		stable;
 
 	distseq_check_loaded();
-	ls = local_find(fcinfo, &stable);
+	ls = local_find(fcinfo);
 	local_prepare(ls, ACL_SELECT | ACL_USAGE);
 
 	if (ls->last_gen != ls->gen)
