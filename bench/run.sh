@@ -304,6 +304,14 @@ while IFS='|' read -r name label sql; do
 done < <(pg_variants)
 chown -R postgres "$work/scripts" 2>/dev/null || true
 
+# Did a pgbench run (its output, its tps) run transactions at all?  Under
+# heavy load a 1-second run can end with none, and print "tps = 0" or NaN.
+pgbench_ran() {
+	local xacts
+	xacts=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$1")
+	[ -n "$xacts" ] && [ "$xacts" -gt 0 ] && awk -v t="$2" 'BEGIN { exit !(t ~ /^[0-9.]+$/ && t + 0 > 0) }'
+}
+
 : > "$work/pgbench.raw"
 run_pgbench() {	# round variant clients
 	local r=$1 v=$2 c=$3 j=2 prefix="$work/logs/$2_$3_$1" tps
@@ -317,6 +325,11 @@ run_pgbench() {	# round variant clients
 		exit 1
 	fi
 	tps=$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)/\1/p' "$work/pgbench.out")
+	pgbench_ran "$work/pgbench.out" "$tps" || {
+		cat "$work/pgbench.out" >&2
+		echo "pgbench ran no transaction: $v at $c clients (an overloaded machine?)" >&2
+		exit 1
+	}
 	# keep only the latencies (us), one per transaction
 	cat "$prefix".* | awk '{ print $3 }' >> "$work/lat/${v}_$c"
 	rm -f "$prefix".*
@@ -530,6 +543,14 @@ for c in $clients; do
 done
 group_variants "$group_n" "$group_dblink_n" |
 	rate_rows 3servers 3 "$work/group.med" ns_cache "3 native CACHE 1000" >> "$csv"
+
+# A figure that is missing, zero or not a number means a phase measured
+# nothing: the run fails rather than print it
+if ! awk -F, 'NR > 1 && !($6 ~ /^[0-9.e+-]+$/ && $6 + 0 > 0) {
+		gsub(/"/, "", $2); print "no throughput measured: " $1 " " $2 " at " $3 " clients (" $6 ")"; bad = 1 }
+		END { exit bad }' "$csv" >&2; then
+	exit 1
+fi
 
 # print it
 echo
