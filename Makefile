@@ -27,7 +27,7 @@ ifeq ($(CI),true)
 PG_CFLAGS += -Werror
 endif
 
-REGRESS = distseq_upgrade distseq_basic distseq_errors distseq_stripes distseq_privileges distseq_callforms distseq_fuzz distseq_memory
+REGRESS = distseq_upgrade distseq_basic distseq_errors distseq_stripes distseq_privileges distseq_callforms distseq_discard distseq_fuzz distseq_memory
 REGRESS_OPTS = --temp-config=$(srcdir)/test/distseq.conf --temp-instance=./tmp_check
 
 ISOLATION = concurrent_refill rollback_refill drop_recreate privilege_cache

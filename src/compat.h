@@ -46,6 +46,23 @@
 #define MarkGUCPrefixReserved(prefix)	EmitWarningsOnPlaceholders(prefix)
 #endif
 
+/* the parameters of a ProcessUtility hook, and the arguments to pass on */
+#if PG_VERSION_NUM >= 140000
+#define DISTSEQ_UTILITY_PARAMS \
+	PlannedStmt *pstmt, const char *queryString, bool readOnlyTree, \
+	ProcessUtilityContext context, ParamListInfo params, \
+	QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc
+#define DISTSEQ_UTILITY_ARGS \
+	pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc
+#else
+#define DISTSEQ_UTILITY_PARAMS \
+	PlannedStmt *pstmt, const char *queryString, \
+	ProcessUtilityContext context, ParamListInfo params, \
+	QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc
+#define DISTSEQ_UTILITY_ARGS \
+	pstmt, queryString, context, params, queryEnv, dest, qc
+#endif
+
 /* a random number in [0, 1) */
 #if PG_VERSION_NUM >= 150000
 #include "common/pg_prng.h"

@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * distseq.c
- *	  Module entry point: the GUCs, and _PG_init, which hands each
- *	  subsystem its own initialization.
+ *	  Module entry point: the GUCs, _PG_init, which hands each subsystem its
+ *	  own initialization, and the utility hook that tells the backend's
+ *	  cache about DISCARD.
  *
  *-------------------------------------------------------------------------
  */
@@ -12,6 +13,7 @@
 #include "compat.h"
 
 #include "miscadmin.h"
+#include "tcop/utility.h"
 #include "utils/guc.h"
 
 PG_MODULE_MAGIC;
@@ -24,7 +26,31 @@ int			distseq_segment_lifetime = 10000;
 int			distseq_remote_timeout = 5000;
 int			distseq_agent_interval = 10000;
 
+static ProcessUtility_hook_type prev_ProcessUtility = NULL;
+
 void		_PG_init(void);
+
+/*
+ * DISCARD SEQUENCES and DISCARD ALL forget this session's currval, as they
+ * do for native sequences (a pooler runs DISCARD ALL between clients).
+ * Only once the statement succeeded: DISCARD ALL refuses to run in a
+ * transaction block.
+ */
+static void
+distseq_ProcessUtility(DISTSEQ_UTILITY_PARAMS)
+{
+	Node	   *stmt = pstmt->utilityStmt;
+
+	if (prev_ProcessUtility)
+		prev_ProcessUtility(DISTSEQ_UTILITY_ARGS);
+	else
+		standard_ProcessUtility(DISTSEQ_UTILITY_ARGS);
+
+	if (IsA(stmt, DiscardStmt) &&
+		(((DiscardStmt *) stmt)->target == DISCARD_ALL ||
+		 ((DiscardStmt *) stmt)->target == DISCARD_SEQUENCES))
+		distseq_local_discard();
+}
 
 void
 _PG_init(void)
@@ -86,4 +112,7 @@ _PG_init(void)
 	distseq_shmem_init();
 	distseq_inuse_init();
 	distseq_worker_init();
+
+	prev_ProcessUtility = ProcessUtility_hook;
+	ProcessUtility_hook = distseq_ProcessUtility;
 }

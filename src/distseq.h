@@ -367,5 +367,6 @@ extern int64 distseq_catalog_release(Oid relid, uint64 gen,
 
 /* src/nextval.c */
 extern void distseq_check_name(const char *name);
+extern void distseq_local_discard(void);
 
 #endif							/* DISTSEQ_H */

@@ -185,6 +185,24 @@ local_lock_for_prepare(void)
 	}
 }
 
+/*
+ * DISCARD SEQUENCES or DISCARD ALL: forget the last values, as native
+ * sequences do.  The blocks stay: their values were never handed out, and
+ * dropping them would only lose them.
+ */
+void
+distseq_local_discard(void)
+{
+	HASH_SEQ_STATUS status;
+	LocalSeq   *ls;
+
+	if (local_seqs == NULL)
+		return;
+	hash_seq_init(&status, local_seqs);
+	while ((ls = hash_seq_search(&status)) != NULL)
+		ls->last_gen = 0;
+}
+
 /* Called at every transaction's end: keep it cheap */
 static void
 local_xact(XactEvent event, void *arg)
