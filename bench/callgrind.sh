@@ -6,6 +6,7 @@
 #   bash bench/callgrind.sh --n1 20000 --n2 60000   # quicker, a little less exact
 #   bash bench/callgrind.sh --keep       # keep the work directory and cg.* files
 #   bash bench/callgrind.sh --no-build   # use the installed extension as it is
+#   bash bench/callgrind.sh --pg 18      # on PostgreSQL 18 (scripts/build-pg.sh)
 #
 # Starts a throwaway server (postgres user, under /tmp) under
 #   valgrind --tool=callgrind --trace-children=yes --callgrind-out-file=.../cg.%p
@@ -47,6 +48,7 @@ m2=15000
 only=
 keep=0
 build=1
+pg_major=
 while [ $# -gt 0 ]; do
 	case $1 in
 		--n1) n1=$2; shift ;;
@@ -57,6 +59,7 @@ while [ $# -gt 0 ]; do
 			case $only in rows|xact) ;; *) echo "--only takes rows or xact" >&2; exit 2 ;; esac ;;
 		--keep) keep=1 ;;
 		--no-build) build=0 ;;
+		--pg) pg_major=$2; shift ;;
 		-h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
 		*) echo "unknown option: $1" >&2; exit 2 ;;
 	esac
@@ -70,6 +73,7 @@ log() { echo "== [$(( $(date +%s) - t_start ))s] $*" >&2; }
 
 command -v valgrind >/dev/null || { echo "valgrind is not installed (apt-get install valgrind)" >&2; exit 1; }
 distseq_install_packages
+[ -n "$pg_major" ] && { distseq_use_pg "$pg_major" || exit 1; }
 if [ $build -eq 1 ]; then
 	distseq_build_install "$here" || { echo "build of $here failed" >&2; exit 1; }
 fi

@@ -16,6 +16,8 @@
 #   --group-reps R   interleaved three-server rounds    (full 7, quick 3)
 #   --keep           keep the work directory (servers' logs, pgbench scripts)
 #   --no-build       use the installed extension, do not build and install it
+#   --pg MAJOR       PostgreSQL to run on: 15 (default, Debian's) or one built
+#                    by scripts/build-pg.sh
 #
 # Starts throwaway servers as the postgres OS user under /tmp: "A" with
 # distseq preloaded and dblink, "B" holding a central native sequence that A
@@ -35,6 +37,7 @@ distseq_lock "$@"
 quick=0
 keep=0
 build=1
+pg_major=
 duration=4
 rounds=5
 clients="1 8 32 64"
@@ -60,6 +63,7 @@ while [ $# -gt 0 ]; do
 		--group-reps) group_reps=$2; shift ;;
 		--keep) keep=1 ;;
 		--no-build) build=0 ;;
+		--pg) pg_major=$2; shift ;;
 		-h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
 		*) echo "unknown option: $1" >&2; exit 2 ;;
 	esac
@@ -74,6 +78,7 @@ log() { echo "== [$(( $(date +%s) - t_start ))s] $*" >&2; }
 
 # ---------------------------------------------------------------- setup
 distseq_install_packages
+[ -n "$pg_major" ] && { distseq_use_pg "$pg_major" || exit 1; }
 if [ $build -eq 1 ]; then
 	distseq_build_install "$here" || { echo "build of $here failed" >&2; exit 1; }
 fi

@@ -16,9 +16,28 @@ distseq_install_packages() {
 	PGBIN=$("$PG_CONFIG" --bindir)
 }
 
+# Use PostgreSQL MAJOR: 15 is Debian 12's package, any other is built
+# from Debian's source package by scripts/build-pg.sh (once, then reused).
+# Sets PG_CONFIG and PGBIN.
+distseq_use_pg() {
+	case $1 in
+		15) PG_CONFIG=/usr/lib/postgresql/15/bin/pg_config ;;
+		*) PG_CONFIG=$(bash "$(dirname "${BASH_SOURCE[0]}")/build-pg.sh" "$1") || return 1 ;;
+	esac
+	PGBIN=$("$PG_CONFIG" --bindir)
+	export PG_CONFIG
+}
+
+# Build and install the extension in directory $1 for $PG_CONFIG; a tree
+# last built for another PostgreSQL is cleaned first
 distseq_build_install() {
+	local stamp="$1/.built-for"
+	if [ "$(cat "$stamp" 2>/dev/null)" != "$PG_CONFIG" ]; then
+		make -C "$1" PG_CONFIG="$PG_CONFIG" clean >/dev/null
+	fi
 	make -C "$1" PG_CONFIG="$PG_CONFIG" >/dev/null && \
-		make -C "$1" PG_CONFIG="$PG_CONFIG" install >/dev/null
+		make -C "$1" PG_CONFIG="$PG_CONFIG" install >/dev/null &&
+		echo "$PG_CONFIG" > "$stamp"
 }
 
 # The benchmarks' floor, an empty C function of an extension (bench/cfloor)

@@ -157,6 +157,7 @@ END
 $$;
 
 \set VERBOSITY terse
+SELECT current_setting('server_version_num')::int >= 160000 AS pg16 \gset
 -- (from the source directory, so that messages name the file the same way
 -- wherever the tests run)
 \getenv abs_srcdir PG_ABS_SRCDIR

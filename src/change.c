@@ -43,6 +43,7 @@
 #include "postgres.h"
 
 #include "distseq.h"
+#include "compat.h"
 
 #include "access/xact.h"
 #include "catalog/pg_type.h"
@@ -970,7 +971,7 @@ change_request(char op, const char *server_name, const char *funcname)
 	{
 		ForeignServer *server = GetForeignServerByName(server_name, false);
 
-		if (pg_foreign_server_aclcheck(server->serverid, GetUserId(), ACL_USAGE) != ACLCHECK_OK)
+		if (distseq_foreign_server_aclcheck(server->serverid, GetUserId(), ACL_USAGE) != ACLCHECK_OK)
 			aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_FOREIGN_SERVER, server->servername);
 		if (strcmp(GetForeignDataWrapper(server->fdwid)->fdwname, "distseq") != 0)
 			ereport(ERROR,

@@ -2,7 +2,8 @@
  *
  * compat.h
  *	  What differs between the PostgreSQL versions distseq builds on
- *	  (13 to 17), in one place.
+ *	  (15 and 18 are built and tested; 13, 14, 16 and 17 are meant to
+ *	  build), in one place.
  *
  *-------------------------------------------------------------------------
  */
@@ -40,6 +41,16 @@
 #else
 #define distseq_rel_ownercheck(relid, roleid) \
 	pg_class_ownercheck((relid), (roleid))
+#endif
+
+/* USAGE and other rights on a foreign server */
+#if PG_VERSION_NUM >= 160000
+#include "catalog/pg_foreign_server.h"
+#define distseq_foreign_server_aclcheck(srvid, roleid, mode) \
+	object_aclcheck(ForeignServerRelationId, (srvid), (roleid), (mode))
+#else
+#define distseq_foreign_server_aclcheck(srvid, roleid, mode) \
+	pg_foreign_server_aclcheck((srvid), (roleid), (mode))
 #endif
 
 #if PG_VERSION_NUM < 150000

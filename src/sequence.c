@@ -77,7 +77,7 @@ check_servers(ArrayType *servers, int32 stripes)
 					 errmsg("server \"%s\" does not use the distseq foreign-data wrapper",
 							server->servername)));
 		/* the worker connects as this role, with its user mapping */
-		if (pg_foreign_server_aclcheck(server->serverid, GetUserId(), ACL_USAGE) != ACLCHECK_OK)
+		if (distseq_foreign_server_aclcheck(server->serverid, GetUserId(), ACL_USAGE) != ACLCHECK_OK)
 			aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_FOREIGN_SERVER, server->servername);
 		(void) GetUserMapping(GetUserId(), server->serverid);
 	}

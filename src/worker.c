@@ -28,6 +28,7 @@
 #include "postgres.h"
 
 #include "distseq.h"
+#include "compat.h"
 
 #include "access/xact.h"
 #include "access/xlog.h"
@@ -578,7 +579,7 @@ worker_remote_refill(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
 								 errors.len ? "; " : "", (char *) lfirst(lc));
 				continue;
 			}
-			if (pg_foreign_server_aclcheck(server->serverid, owner, ACL_USAGE) != ACLCHECK_OK)
+			if (distseq_foreign_server_aclcheck(server->serverid, owner, ACL_USAGE) != ACLCHECK_OK)
 			{
 				appendStringInfo(&errors, "%sthe owner may not use server \"%s\"",
 								 errors.len ? "; " : "", server->servername);
