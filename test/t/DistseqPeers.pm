@@ -10,11 +10,13 @@ use PostgreSQL::Test::Utils;
 our @EXPORT = qw(peer_node peer_server);
 
 # A started node with distseq preloaded and installed, listening on
-# 127.0.0.1 with trust for loopback connections (and "hba" lines first).
+# 127.0.0.1 with trust for loopback connections (and "hba" lines first);
+# install_path runs it on another PostgreSQL installation.
 sub peer_node
 {
 	my ($name, %opts) = @_;
-	my $node = PostgreSQL::Test::Cluster->new($name);
+	my $node = PostgreSQL::Test::Cluster->new($name,
+		$opts{install_path} ? (install_path => $opts{install_path}) : ());
 
 	$node->init(allows_streaming => 1);
 	$node->append_conf('postgresql.conf', qq(
