@@ -8,8 +8,14 @@
  * (distseq_add_peer, distseq_maintain); never by distseq_nextval.  Every
  * wait -- connecting, sending, reading -- is a WaitLatchOrSocket bounded by
  * distseq.remote_timeout, so cancel, SIGTERM and postmaster death end it.
- * Connections are kept per process and dropped after any error, since their
- * state is then unknown.
+ *
+ * Connections are kept per process, one per user mapping and local role
+ * (the PUBLIC mapping serves many roles, and whether a role must use a
+ * password depends on the role), and dropped after a failure that leaves
+ * their state unknown.  A change of the foreign server, of the user mapping
+ * or of the role marks the connection, which is closed before its next use
+ * (syscache invalidation callbacks, as postgres_fdw's): a refill never runs
+ * on another role's connection, nor on credentials that were changed.
  *
  * Credentials come only from user mappings.  A connection made for a role
  * that is not a superuser must use a password (the rule dblink applies), so
@@ -37,12 +43,25 @@
 #include "utils/builtins.h"
 #include "mb/pg_wchar.h"
 #include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
+
+typedef struct RemoteConnKey
+{
+	Oid			umid;			/* the user mapping */
+	Oid			userid;			/* the local role it is used for */
+} RemoteConnKey;
 
 typedef struct RemoteConn
 {
-	Oid			serverid;		/* hash key */
+	RemoteConnKey key;			/* hash key */
 	PGconn	   *conn;
+	bool		invalidated;	/* server, mapping or role changed */
+	bool		public_mapping; /* made with the PUBLIC mapping */
+	uint32		server_hash;	/* syscache hash values of the above */
+	uint32		mapping_hash;
+	uint32		role_hash;
 	char		warning[256];	/* a WARNING the peer sent, or "" */
 	char		schema[NAMEDATALEN];	/* distseq's schema there */
 	char		name[NAMEDATALEN];	/* the foreign server's name */
@@ -139,6 +158,32 @@ remote_close_all(int code, Datum arg)
 }
 
 /*
+ * A foreign server, user mapping or role changed: mark the connections made
+ * with it, to be closed before their next use (not now: one may be in the
+ * middle of a command).  A connection made with the PUBLIC mapping goes on
+ * any change of a mapping, since a new mapping of its role may now apply.
+ */
+static void
+remote_inval(Datum arg, int cacheid, uint32 hashvalue)
+{
+	HASH_SEQ_STATUS status;
+	RemoteConn *rc;
+
+	hash_seq_init(&status, remote_conns);
+	while ((rc = hash_seq_search(&status)) != NULL)
+	{
+		if (rc->conn == NULL)
+			continue;
+		if (hashvalue == 0 ||
+			(cacheid == FOREIGNSERVEROID && rc->server_hash == hashvalue) ||
+			(cacheid == USERMAPPINGOID &&
+			 (rc->mapping_hash == hashvalue || rc->public_mapping)) ||
+			(cacheid == AUTHOID && rc->role_hash == hashvalue))
+			rc->invalidated = true;
+	}
+}
+
+/*
  * A WARNING from a peer makes the command fail: the one that matters is a
  * synchronous-replication wait cancelled there, which commits without the
  * standby's acknowledgement.  A value of such a commit must not count.
@@ -200,10 +245,8 @@ remote_wait(RemoteConn *rc, int events, TimestampTz deadline)
 }
 
 static void
-remote_connect(RemoteConn *rc, Oid userid)
+remote_connect(RemoteConn *rc, ForeignServer *server, UserMapping *um, Oid userid)
 {
-	ForeignServer *server = GetForeignServer(rc->serverid);
-	UserMapping *um = GetUserMapping(userid, rc->serverid);
 	List	   *opts = list_concat(list_copy(server->options), um->options);
 	const char **keys;
 	const char **vals;
@@ -395,6 +438,10 @@ timeout:
 RemoteConn *
 distseq_remote_get(Oid serverid, Oid userid)
 {
+	ForeignServer *server;
+	UserMapping *um;
+	bool		public_mapping;
+	RemoteConnKey key;
 	RemoteConn *rc;
 	bool		found;
 
@@ -402,23 +449,45 @@ distseq_remote_get(Oid serverid, Oid userid)
 	{
 		HASHCTL		ctl;
 
-		ctl.keysize = sizeof(Oid);
+		ctl.keysize = sizeof(RemoteConnKey);
 		ctl.entrysize = sizeof(RemoteConn);
 		remote_conns = hash_create("distseq peer connections", 8, &ctl,
 								   HASH_ELEM | HASH_BLOBS);
 		on_proc_exit(remote_close_all, 0);
+		CacheRegisterSyscacheCallback(FOREIGNSERVEROID, remote_inval, (Datum) 0);
+		CacheRegisterSyscacheCallback(USERMAPPINGOID, remote_inval, (Datum) 0);
+		CacheRegisterSyscacheCallback(AUTHOID, remote_inval, (Datum) 0);
 	}
-	rc = hash_search(remote_conns, &serverid, HASH_ENTER, &found);
+
+	/* catalog lookups first: they may run remote_inval */
+	server = GetForeignServer(serverid);
+	um = GetUserMapping(userid, serverid);
+	public_mapping = !SearchSysCacheExists2(USERMAPPINGUSERSERVER,
+											ObjectIdGetDatum(userid),
+											ObjectIdGetDatum(serverid));
+
+	memset(&key, 0, sizeof(key));
+	key.umid = um->umid;
+	key.userid = userid;
+	rc = hash_search(remote_conns, &key, HASH_ENTER, &found);
 	if (!found)
 		rc->conn = NULL;
-	strlcpy(rc->name, GetForeignServer(serverid)->servername, NAMEDATALEN);
-	if (rc->conn && PQstatus(rc->conn) != CONNECTION_OK)
+	strlcpy(rc->name, server->servername, NAMEDATALEN);
+	if (rc->conn &&
+		(rc->invalidated || PQstatus(rc->conn) != CONNECTION_OK))
 		remote_drop(rc);
 	if (rc->conn == NULL)
 	{
 		PGresult   *res;
 
-		remote_connect(rc, userid);
+		rc->invalidated = false;
+		rc->public_mapping = public_mapping;
+		rc->server_hash = GetSysCacheHashValue1(FOREIGNSERVEROID,
+												ObjectIdGetDatum(serverid));
+		rc->mapping_hash = GetSysCacheHashValue1(USERMAPPINGOID,
+												 ObjectIdGetDatum(um->umid));
+		rc->role_hash = GetSysCacheHashValue1(AUTHOID, ObjectIdGetDatum(userid));
+		remote_connect(rc, server, um, userid);
 		res = distseq_remote_exec(rc, "SET synchronous_commit = on", 0, NULL);
 		PQclear(res);
 		res = distseq_remote_exec(rc, "SET search_path = pg_catalog, pg_temp", 0, NULL);
