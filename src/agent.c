@@ -239,7 +239,7 @@ agent_read(const char *schema, AgentSeq *seq, DistseqNodeState *st,
 		res = member_exec(m, "SELECT s.sequence_name IS NOT NULL, n.epoch, n.epoch_id"
 						  " FROM %1$s.distseq_peer_state() n"
 						  " LEFT JOIN %1$s.distseq_peer_sequences() s"
-						  " ON s.sequence_name = $1",
+						  " ON s.sequence_name OPERATOR(pg_catalog.=) $1::pg_catalog.text",
 						  1, params, "bll");
 		if (res == NULL)
 			continue;
@@ -249,7 +249,7 @@ agent_read(const char *schema, AgentSeq *seq, DistseqNodeState *st,
 		if (!m->in_epoch)
 			continue;
 		/* a member without the sequence answers with its seed, if any */
-		res = member_exec(m, "SELECT hwm FROM %s.distseq_peer_hwm($1)",
+		res = member_exec(m, "SELECT hwm FROM %s.distseq_peer_hwm($1::pg_catalog.text)",
 						  1, params, "l?");
 		if (res == NULL)
 		{
@@ -287,7 +287,9 @@ agent_introduce(AgentSeq *seq, Member *ms, int n, int64 top)
 		for (int j = 0; j < 5; j++)
 			params[j + 1] = b[j];
 		params[6] = psprintf(INT64_FORMAT, top);
-		if (member_exec(m, "SELECT %s.distseq_peer_create($1, $2, $3, $4, $5, $6, $7)",
+		if (member_exec(m, "SELECT %s.distseq_peer_create($1::pg_catalog.text,"
+						" $2::pg_catalog.int4, $3::pg_catalog.int8, $4::pg_catalog.int8,"
+						" $5::pg_catalog.int8, $6::pg_catalog.int4, $7::pg_catalog.int8)",
 						7, params, "b"))
 		{
 			m->has_sequence = true;
@@ -340,7 +342,9 @@ agent_allocate(const char *schema, AgentSeq *seq, DistseqNodeState *st,
 
 		if (!ms[i].reachable || !ms[i].in_epoch || !ms[i].has_sequence)
 			continue;
-		res = member_exec(&ms[i], "SELECT %s.distseq_peer_cas($1, $2, $3, $4, $5)",
+		res = member_exec(&ms[i], "SELECT %s.distseq_peer_cas($1::pg_catalog.text,"
+						  " $2::pg_catalog.int8, $3::pg_catalog.int8, $4::pg_catalog.int8,"
+						  " $5::pg_catalog.int8)",
 						  5, params, "b");
 		if (res && distseq_remote_bool(res, 0, 0))
 			wins++;

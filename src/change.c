@@ -479,7 +479,9 @@ change_propose(const char *schema, DistseqNodeState *st, int64 *members, int nme
 		RemoteConn *rc = distseq_peer_connect(joiner);
 
 		params[6] = int8_text(joiner->node_id);
-		distseq_remote_command(rc, psprintf("SELECT %s.distseq_peer_join($1, $2, $3, $4, $5)",
+		distseq_remote_command(rc, psprintf("SELECT %s.distseq_peer_join($1::pg_catalog.int8,"
+											" $2::pg_catalog.int8, $3::pg_catalog.int8[],"
+											" $4::pg_catalog.int8, $5::pg_catalog.int8)",
 											distseq_remote_schema(rc)),
 							   5, params + 2);
 		moved = lappend(moved, joiner);
@@ -494,7 +496,9 @@ change_propose(const char *schema, DistseqNodeState *st, int64 *members, int nme
 			continue;
 		peer = peer_or_error(schema, st->members[i], &error);
 		params[6] = int8_text(st->members[i]);
-		if (peer && distseq_peer_do(peer, "SELECT %s.distseq_peer_epoch_cas($1, $2, $3, $4, $5, $6, $7)",
+		if (peer && distseq_peer_do(peer, "SELECT %s.distseq_peer_epoch_cas($1::pg_catalog.int8,"
+									" $2::pg_catalog.int8, $3::pg_catalog.int8, $4::pg_catalog.int8,"
+									" $5::pg_catalog.int8[], $6::pg_catalog.int8, $7::pg_catalog.int8)",
 									7, params, &error))
 		{
 			moved = lappend(moved, peer);
@@ -528,7 +532,8 @@ change_propose(const char *schema, DistseqNodeState *st, int64 *members, int nme
 	}
 
 	foreach(lc, moved)
-		(void) distseq_peer_do(lfirst(lc), "SELECT %s.distseq_peer_revert($1, $2)", 2, params + 2, NULL);
+		(void) distseq_peer_do(lfirst(lc), "SELECT %s.distseq_peer_revert($1::pg_catalog.int8,"
+							   " $2::pg_catalog.int8)", 2, params + 2, NULL);
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("could not change the distseq membership: %d of %d members agreed, %d needed",
@@ -554,7 +559,8 @@ collect_marks(const char *schema, DistseqNodeState *st, int64 node_id, Change *c
 	}
 	if ((peer = peer_or_error(schema, node_id, error)) == NULL ||
 		(res = distseq_peer_exec(peer, "SELECT sequence_name, hwm"
-								 " FROM %s.distseq_peer_marks($1, $2)",
+								 " FROM %s.distseq_peer_marks($1::pg_catalog.int8,"
+								 " $2::pg_catalog.int8)",
 								 2, params, "tl", -1, error)) == NULL)
 		return false;
 	for (int i = 0; i < distseq_remote_ntuples(res); i++)
@@ -710,7 +716,10 @@ change_finish(const char *schema)
 			continue;
 		params[7] = int8_text(c.members[i]);
 		if ((peer = peer_or_error(schema, c.members[i], &error)) == NULL ||
-			!distseq_peer_do(peer, "SELECT %s.distseq_peer_activate($1, $2, $3, $4, $5, $6, $7, $8)",
+			!distseq_peer_do(peer, "SELECT %s.distseq_peer_activate($1::pg_catalog.int8,"
+							 " $2::pg_catalog.int8, $3::pg_catalog.int8, $4::pg_catalog.int8,"
+							 " $5::pg_catalog.int8[], $6::pg_catalog.text[], $7::pg_catalog.int8[],"
+							 " $8::pg_catalog.int8)",
 							 8, params, &error))
 			failed++;
 	}
@@ -749,7 +758,8 @@ change_recover(const char *schema, DistseqNodeState *st)
 	params[1] = int8_text(st->epoch_id);
 	params[2] = int8_text(st->proposer);
 	if ((peer = peer_or_error(schema, st->proposer, &error)) == NULL ||
-		(res = distseq_peer_exec(peer, "SELECT %s.distseq_peer_decided($1, $2, $3)",
+		(res = distseq_peer_exec(peer, "SELECT %s.distseq_peer_decided($1::pg_catalog.int8,"
+								 " $2::pg_catalog.int8, $3::pg_catalog.int8)",
 								 3, params, "b", 1, &error)) == NULL)
 		return psprintf("could not ask the proposer of membership " INT64_FORMAT ": %s",
 						st->epoch, error);
@@ -839,8 +849,8 @@ change_add(const char *schema, DistseqNodeState *st, const char *server_name, Oi
 	strlcpy(peer.name, server_name, NAMEDATALEN);
 	rc = distseq_peer_connect(&peer);
 	res = distseq_remote_query(rc,
-							   psprintf("SELECT node_id, epoch = 0"
-										" AND cardinality(members) = 1"
+							   psprintf("SELECT node_id, epoch OPERATOR(pg_catalog.=) 0"
+										" AND pg_catalog.cardinality(members) OPERATOR(pg_catalog.=) 1"
 										" AND NOT pending AND NOT EXISTS"
 										"  (SELECT 1 FROM %1$s.distseq_peer_sequences() WHERE has_windows)"
 										" FROM %1$s.distseq_peer_state()",

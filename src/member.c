@@ -531,10 +531,10 @@ peer_probe(void *arg)
 	DistseqRemoteResult *res;
 
 	res = distseq_remote_query(rc,
-							   psprintf("SELECT n.epoch, array_length(n.members, 1),"
-										" (SELECT sum(open_windows) FROM %1$s.distseq_status),"
-										" (SELECT min(runway_seconds) FROM %1$s.distseq_status),"
-										" (to_jsonb(n) ->> 'pending')::boolean"
+							   psprintf("SELECT n.epoch, pg_catalog.array_length(n.members, 1),"
+										" (SELECT pg_catalog.sum(open_windows) FROM %1$s.distseq_status),"
+										" (SELECT pg_catalog.min(runway_seconds) FROM %1$s.distseq_status),"
+										" (pg_catalog.to_jsonb(n) OPERATOR(pg_catalog.->>) 'pending')::pg_catalog.bool"
 										" FROM %1$s.distseq_peer_state() n",
 										distseq_remote_schema(rc)),
 							   0, NULL, "li?l?n?b?", 1);

@@ -28,6 +28,12 @@
  * bad answer is an error naming the peer, and no value of it is used.  A
  * PGresult never outlives the function that received it, on any path.
  *
+ * The remote session's search_path is pg_catalog, pg_temp, and the SQL sent
+ * names the schema of every function and operator and the type of every
+ * parameter: an overload that a role there created in distseq's schema
+ * (untyped parameters would prefer one taking text) or an operator in
+ * another schema never resolves in place of distseq's or PostgreSQL's.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -771,7 +777,7 @@ distseq_remote_int8s(const DistseqRemoteResult *r, int row, int col, int *n)
 /*
  * The connection to a peer, made if needed, as the user mapping of
  * "userid" says.  The session there commits synchronously, resolves
- * names in pg_catalog, and names distseq's schema for us.
+ * names in pg_catalog only, and names distseq's schema for us.
  */
 RemoteConn *
 distseq_remote_get(Oid serverid, Oid userid)
@@ -835,8 +841,8 @@ distseq_remote_get(Oid serverid, Oid userid)
 									   "SELECT (SELECT n.nspname"
 									   " FROM pg_catalog.pg_extension e"
 									   " JOIN pg_catalog.pg_namespace n"
-									   " ON n.oid = e.extnamespace"
-									   " WHERE e.extname = 'distseq')",
+									   " ON n.oid OPERATOR(pg_catalog.=) e.extnamespace"
+									   " WHERE e.extname OPERATOR(pg_catalog.=) 'distseq')",
 									   0, NULL, "t?", 1);
 			if (distseq_remote_isnull(res, 0, 0))
 				ereport(ERROR,

@@ -504,8 +504,8 @@ worker_remote_reserve_one(void *arg)
 	snprintf(count, sizeof(count), INT64_FORMAT, rr->count);
 	res = distseq_remote_query(rc,
 							   psprintf("SELECT r.lo, r.hi, n.node_id, n.members"
-										" FROM %1$s.distseq_peer_reserve($1,"
-										" $2) r,"
+										" FROM %1$s.distseq_peer_reserve($1::pg_catalog.text,"
+										" $2::pg_catalog.int8) r,"
 										" %1$s.distseq_peer_state() n",
 										distseq_remote_schema(rc)),
 							   2, params, "llla", 1);

@@ -3,7 +3,9 @@
 # distseq's schema there) answer with no row, NULLs, other columns,
 # text that is no number or numbers out of range, must not crash the node
 # that draws from it or has it as a member, must be named in a clear
-# error, and must not have any value of a bad answer handed out.
+# error, and must not have any value of a bad answer handed out.  And a
+# role on the peer that may create in distseq's schema there cannot get its
+# own function called in place of distseq's.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -123,6 +125,27 @@ refused($draw, 'a node state of NULLs', $bad);
 replace('postgres', 'state', 'real');
 like($c->safe_psql('postgres', $draw), qr/^\d+$/, 'with sane answers again, c draws from evil');
 
+# A role there that may create in distseq's schema adds an overload that
+# untyped parameters would resolve to (a text argument beats bigint): the
+# SQL c sends names the types, so the overload never runs.
+$evil->safe_psql('postgres', q{
+	CREATE ROLE mallory;
+	GRANT CREATE ON SCHEMA public TO mallory;
+	SET ROLE mallory;
+	CREATE TABLE public.mallory_calls (who text);
+	GRANT INSERT ON public.mallory_calls TO PUBLIC;
+	CREATE FUNCTION public.distseq_peer_reserve(sequence_name text, count text,
+		OUT lo bigint, OUT hi bigint) LANGUAGE sql
+		AS $$ INSERT INTO public.mallory_calls SELECT session_user;
+		      SELECT 1::bigint, 3::bigint $$;});
+my ($ret, $out, $err) = $c->psql('postgres',
+	"SELECT count(DISTINCT distseq_nextval('hs')) FROM generate_series(1, 1000)");
+is($out, '1000', 'c draws from evil with the overload there');
+is($evil->safe_psql('postgres', 'SELECT count(*) FROM public.mallory_calls'), '0',
+	'the overload never ran');
+$evil->safe_psql('postgres',
+	'DROP FUNCTION public.distseq_peer_reserve(text, text); DROP TABLE public.mallory_calls');
+
 # Adding a peer that answers badly.
 $bad = qr/distseq peer "node_evil2" gave an unexpected answer/;
 replace('evil2', 'state', "CREATE FUNCTION distseq_peer_state($sig_state,
@@ -138,7 +161,7 @@ replace('evil2', 'state', "CREATE FUNCTION distseq_peer_state($sig_state,
 	OUT members bigint[], OUT pending boolean) LANGUAGE plpgsql AS \$\$
 	BEGIN RAISE EXCEPTION 'no state here' USING ERRCODE = '22023',
 		DETAIL = 'A detail from the peer.', HINT = 'A hint from the peer.'; END \$\$");
-my ($ret, $out, $err) = $c->psql('postgres',
+($ret, $out, $err) = $c->psql('postgres',
 	"\\set VERBOSITY verbose\nSELECT distseq_add_peer('node_evil2')");
 like($err, qr/ERROR:  22023: distseq peer "node_evil2": no state here/,
 	"a peer's error: its SQLSTATE and message, naming the peer");
