@@ -34,7 +34,6 @@
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "funcapi.h"
-#include "libpq-fe.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
@@ -133,11 +132,15 @@ peers_wake(void)
 	unreachable = NIL;
 }
 
-/* Run "sql" (with %s for the peer's schema) on a member; NULL on failure */
-static PGresult *
-member_exec(Member *m, const char *sql, int nparams, const char **params)
+/*
+ * Run "sql" (with %s for the peer's schema) on a member, its answer checked
+ * as distseq_remote_query() does; NULL on failure or a bad answer
+ */
+static DistseqRemoteResult *
+member_exec(Member *m, const char *sql, int nparams, const char **params,
+			const char *columns)
 {
-	PGresult   *res;
+	DistseqRemoteResult *res;
 
 	if (!m->reachable)
 		return NULL;
@@ -147,7 +150,8 @@ member_exec(Member *m, const char *sql, int nparams, const char **params)
 		m->error = psprintf("%s: did not answer a moment ago", m->peer->name);
 		return NULL;
 	}
-	if ((res = distseq_peer_exec(m->peer, sql, nparams, params, &m->error)) == NULL)
+	if ((res = distseq_peer_exec(m->peer, sql, nparams, params, columns, 1,
+								 &m->error)) == NULL)
 	{
 		peer_rest(m->peer->serverid);
 		m->reachable = false;
@@ -229,34 +233,34 @@ agent_read(const char *schema, AgentSeq *seq, DistseqNodeState *st,
 	for (int i = 0; i < n; i++)
 	{
 		Member	   *m = &ms[i];
-		PGresult   *res;
+		DistseqRemoteResult *res;
 
 		m->in_epoch = false;
 		res = member_exec(m, "SELECT s.sequence_name IS NOT NULL, n.epoch, n.epoch_id"
 						  " FROM %1$s.distseq_peer_state() n"
-						  " LEFT JOIN %1$s.distseq_peer_sequences() s ON s.sequence_name = $1",
-						  1, params);
+						  " LEFT JOIN %1$s.distseq_peer_sequences() s"
+						  " ON s.sequence_name OPERATOR(pg_catalog.=) $1::pg_catalog.text",
+						  1, params, "bll");
 		if (res == NULL)
 			continue;
-		m->has_sequence = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
-		m->in_epoch = strtoll(PQgetvalue(res, 0, 1), NULL, 10) == st->epoch &&
-			strtoll(PQgetvalue(res, 0, 2), NULL, 10) == st->epoch_id;
-		PQclear(res);
+		m->has_sequence = distseq_remote_bool(res, 0, 0);
+		m->in_epoch = distseq_remote_int8(res, 0, 1) == st->epoch &&
+			distseq_remote_int8(res, 0, 2) == st->epoch_id;
 		if (!m->in_epoch)
 			continue;
 		/* a member without the sequence answers with its seed, if any */
-		res = member_exec(m, "SELECT hwm FROM %s.distseq_peer_hwm($1)", 1, params);
+		res = member_exec(m, "SELECT hwm FROM %s.distseq_peer_hwm($1::pg_catalog.text)",
+						  1, params, "l?");
 		if (res == NULL)
 		{
 			m->in_epoch = false;
 			continue;
 		}
-		if (!PQgetisnull(res, 0, 0))
+		if (!distseq_remote_isnull(res, 0, 0))
 		{
-			m->hwm = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
+			m->hwm = distseq_remote_int8(res, 0, 0);
 			*top = Max(*top, m->hwm);
 		}
-		PQclear(res);
 		read++;
 	}
 	return read;
@@ -271,7 +275,6 @@ agent_introduce(AgentSeq *seq, Member *ms, int n, int64 top)
 		Member	   *m = &ms[i];
 		char		b[5][32];
 		const char *params[7];
-		PGresult   *res;
 
 		if (!m->reachable || !m->in_epoch || m->has_sequence)
 			continue;
@@ -284,13 +287,13 @@ agent_introduce(AgentSeq *seq, Member *ms, int n, int64 top)
 		for (int j = 0; j < 5; j++)
 			params[j + 1] = b[j];
 		params[6] = psprintf(INT64_FORMAT, top);
-		res = member_exec(m, "SELECT %s.distseq_peer_create($1, $2, $3, $4, $5, $6, $7)",
-						  7, params);
-		if (res)
+		if (member_exec(m, "SELECT %s.distseq_peer_create($1::pg_catalog.text,"
+						" $2::pg_catalog.int4, $3::pg_catalog.int8, $4::pg_catalog.int8,"
+						" $5::pg_catalog.int8, $6::pg_catalog.int4, $7::pg_catalog.int8)",
+						7, params, "b"))
 		{
 			m->has_sequence = true;
 			m->hwm = top;
-			PQclear(res);
 		}
 	}
 }
@@ -335,18 +338,16 @@ agent_allocate(const char *schema, AgentSeq *seq, DistseqNodeState *st,
 		params[j + 1] = b[j];
 	for (int i = 0; i < n; i++)
 	{
-		PGresult   *res;
+		DistseqRemoteResult *res;
 
 		if (!ms[i].reachable || !ms[i].in_epoch || !ms[i].has_sequence)
 			continue;
-		res = member_exec(&ms[i], "SELECT %s.distseq_peer_cas($1, $2, $3, $4, $5)",
-						  5, params);
-		if (res)
-		{
-			if (strcmp(PQgetvalue(res, 0, 0), "t") == 0)
-				wins++;
-			PQclear(res);
-		}
+		res = member_exec(&ms[i], "SELECT %s.distseq_peer_cas($1::pg_catalog.text,"
+						  " $2::pg_catalog.int8, $3::pg_catalog.int8, $4::pg_catalog.int8,"
+						  " $5::pg_catalog.int8)",
+						  5, params, "b");
+		if (res && distseq_remote_bool(res, 0, 0))
+			wins++;
 	}
 	if (distseq_member_cas(schema, CStringGetTextDatum(seq->name), st->epoch,
 						   st->epoch_id, top, top + size))

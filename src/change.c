@@ -50,7 +50,6 @@
 #include "executor/spi.h"
 #include "foreign/foreign.h"
 #include "funcapi.h"
-#include "libpq-fe.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/array.h"
@@ -481,9 +480,11 @@ change_propose(const char *schema, DistseqNodeState *st, int64 *members, int nme
 		RemoteConn *rc = distseq_peer_connect(joiner);
 
 		params[6] = int8_text(joiner->node_id);
-		PQclear(distseq_remote_exec(rc, psprintf("SELECT %s.distseq_peer_join($1, $2, $3, $4, $5)",
-												 distseq_remote_schema(rc)),
-									5, params + 2));
+		distseq_remote_command(rc, psprintf("SELECT %s.distseq_peer_join($1::pg_catalog.int8,"
+											" $2::pg_catalog.int8, $3::pg_catalog.int8[],"
+											" $4::pg_catalog.int8, $5::pg_catalog.int8)",
+											distseq_remote_schema(rc)),
+							   5, params + 2);
 		moved = lappend(moved, joiner);
 	}
 
@@ -496,7 +497,9 @@ change_propose(const char *schema, DistseqNodeState *st, int64 *members, int nme
 			continue;
 		peer = peer_or_error(schema, st->members[i], &error);
 		params[6] = int8_text(st->members[i]);
-		if (peer && distseq_peer_do(peer, "SELECT %s.distseq_peer_epoch_cas($1, $2, $3, $4, $5, $6, $7)",
+		if (peer && distseq_peer_do(peer, "SELECT %s.distseq_peer_epoch_cas($1::pg_catalog.int8,"
+									" $2::pg_catalog.int8, $3::pg_catalog.int8, $4::pg_catalog.int8,"
+									" $5::pg_catalog.int8[], $6::pg_catalog.int8, $7::pg_catalog.int8)",
 									7, params, &error))
 		{
 			moved = lappend(moved, peer);
@@ -530,7 +533,8 @@ change_propose(const char *schema, DistseqNodeState *st, int64 *members, int nme
 	}
 
 	foreach(lc, moved)
-		(void) distseq_peer_do(lfirst(lc), "SELECT %s.distseq_peer_revert($1, $2)", 2, params + 2, NULL);
+		(void) distseq_peer_do(lfirst(lc), "SELECT %s.distseq_peer_revert($1::pg_catalog.int8,"
+							   " $2::pg_catalog.int8)", 2, params + 2, NULL);
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("could not change the distseq membership: %d of %d members agreed, %d needed",
@@ -546,7 +550,7 @@ collect_marks(const char *schema, DistseqNodeState *st, int64 node_id, Change *c
 {
 	const char *params[2] = {int8_text(c->epoch), int8_text(c->epoch_id)};
 	DistseqPeer *peer;
-	PGresult   *res;
+	DistseqRemoteResult *res;
 
 	if (node_id == st->node_id)
 	{
@@ -555,18 +559,19 @@ collect_marks(const char *schema, DistseqNodeState *st, int64 node_id, Change *c
 		return true;
 	}
 	if ((peer = peer_or_error(schema, node_id, error)) == NULL ||
-		(res = distseq_peer_exec(peer, "SELECT sequence_name, hwm FROM %s.distseq_peer_marks($1, $2)",
-						 2, params, error)) == NULL)
+		(res = distseq_peer_exec(peer, "SELECT sequence_name, hwm"
+								 " FROM %s.distseq_peer_marks($1::pg_catalog.int8,"
+								 " $2::pg_catalog.int8)",
+								 2, params, "tl", -1, error)) == NULL)
 		return false;
-	for (int i = 0; i < PQntuples(res); i++)
+	for (int i = 0; i < distseq_remote_ntuples(res); i++)
 	{
 		Mark	   *m = palloc(sizeof(Mark));
 
-		m->name = pstrdup(PQgetvalue(res, i, 0));
-		m->hwm = strtoll(PQgetvalue(res, i, 1), NULL, 10);
+		m->name = pstrdup(distseq_remote_text(res, i, 0));
+		m->hwm = distseq_remote_int8(res, i, 1);
 		*marks = lappend(*marks, m);
 	}
-	PQclear(res);
 	return true;
 }
 
@@ -712,7 +717,10 @@ change_finish(const char *schema)
 			continue;
 		params[7] = int8_text(c.members[i]);
 		if ((peer = peer_or_error(schema, c.members[i], &error)) == NULL ||
-			!distseq_peer_do(peer, "SELECT %s.distseq_peer_activate($1, $2, $3, $4, $5, $6, $7, $8)",
+			!distseq_peer_do(peer, "SELECT %s.distseq_peer_activate($1::pg_catalog.int8,"
+							 " $2::pg_catalog.int8, $3::pg_catalog.int8, $4::pg_catalog.int8,"
+							 " $5::pg_catalog.int8[], $6::pg_catalog.text[], $7::pg_catalog.int8[],"
+							 " $8::pg_catalog.int8)",
 							 8, params, &error))
 			failed++;
 	}
@@ -741,7 +749,7 @@ change_recover(const char *schema, DistseqNodeState *st)
 {
 	const char *params[3];
 	DistseqPeer *peer;
-	PGresult   *res;
+	DistseqRemoteResult *res;
 	char	   *error = NULL;
 	bool		decided;
 
@@ -751,12 +759,12 @@ change_recover(const char *schema, DistseqNodeState *st)
 	params[1] = int8_text(st->epoch_id);
 	params[2] = int8_text(st->proposer);
 	if ((peer = peer_or_error(schema, st->proposer, &error)) == NULL ||
-		(res = distseq_peer_exec(peer, "SELECT %s.distseq_peer_decided($1, $2, $3)", 3, params,
-								 &error)) == NULL)
+		(res = distseq_peer_exec(peer, "SELECT %s.distseq_peer_decided($1::pg_catalog.int8,"
+								 " $2::pg_catalog.int8, $3::pg_catalog.int8)",
+								 3, params, "b", 1, &error)) == NULL)
 		return psprintf("could not ask the proposer of membership " INT64_FORMAT ": %s",
 						st->epoch, error);
-	decided = strcmp(PQgetvalue(res, 0, 0), "t") == 0;
-	PQclear(res);
+	decided = distseq_remote_bool(res, 0, 0);
 	if (decided)
 		return NULL;
 	if (change_revert(schema, st->epoch, st->epoch_id))
@@ -830,7 +838,7 @@ change_add(const char *schema, DistseqNodeState *st, const char *server_name, Oi
 	ForeignServer *server = GetForeignServerByName(server_name, false);
 	DistseqPeer peer;
 	RemoteConn *rc;
-	PGresult   *res;
+	DistseqRemoteResult *res;
 	bool		fresh;
 	int64	   *members;
 	Oid			types[3] = {TEXTOID, INT8OID, INT8OID};
@@ -841,16 +849,16 @@ change_add(const char *schema, DistseqNodeState *st, const char *server_name, Oi
 	peer.added_by = userid;
 	strlcpy(peer.name, server_name, NAMEDATALEN);
 	rc = distseq_peer_connect(&peer);
-	res = distseq_remote_exec(rc,
-							  psprintf("SELECT node_id, epoch = 0 AND cardinality(members) = 1"
-									   " AND NOT pending AND NOT EXISTS"
-									   "  (SELECT 1 FROM %1$s.distseq_peer_sequences() WHERE has_windows)"
-									   " FROM %1$s.distseq_peer_state()",
-									   distseq_remote_schema(rc)),
-							  0, NULL);
-	peer.node_id = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-	fresh = strcmp(PQgetvalue(res, 0, 1), "t") == 0;
-	PQclear(res);
+	res = distseq_remote_query(rc,
+							   psprintf("SELECT node_id, epoch OPERATOR(pg_catalog.=) 0"
+										" AND pg_catalog.cardinality(members) OPERATOR(pg_catalog.=) 1"
+										" AND NOT pending AND NOT EXISTS"
+										"  (SELECT 1 FROM %1$s.distseq_peer_sequences() WHERE has_windows)"
+										" FROM %1$s.distseq_peer_state()",
+										distseq_remote_schema(rc)),
+							   0, NULL, "lb", 1);
+	peer.node_id = distseq_remote_int8(res, 0, 0);
+	fresh = distseq_remote_bool(res, 0, 1);
 	if (peer.node_id == st->node_id)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -259,10 +259,20 @@ extern void distseq_pool_take_all(DistseqSeq *seq, DistseqRange *ranges,
 
 /* src/remote.c */
 typedef struct RemoteConn RemoteConn;
-typedef struct pg_result PGresult;
+typedef struct DistseqRemoteResult DistseqRemoteResult;
 extern RemoteConn *distseq_remote_get(Oid serverid, Oid userid);
-extern PGresult *distseq_remote_exec(RemoteConn *rc, const char *sql,
-									 int nparams, const char *const *params);
+extern DistseqRemoteResult *distseq_remote_query(RemoteConn *rc, const char *sql,
+												 int nparams, const char *const *params,
+												 const char *columns, int nrows);
+extern void distseq_remote_command(RemoteConn *rc, const char *sql, int nparams,
+								   const char *const *params);
+extern int	distseq_remote_ntuples(const DistseqRemoteResult *r);
+extern bool distseq_remote_isnull(const DistseqRemoteResult *r, int row, int col);
+extern int64 distseq_remote_int8(const DistseqRemoteResult *r, int row, int col);
+extern bool distseq_remote_bool(const DistseqRemoteResult *r, int row, int col);
+extern const char *distseq_remote_text(const DistseqRemoteResult *r, int row, int col);
+extern const int64 *distseq_remote_int8s(const DistseqRemoteResult *r, int row, int col,
+										 int *n);
 extern const char *distseq_remote_schema(RemoteConn *rc);
 extern void distseq_remote_close_all(void);
 extern bool distseq_remote_try(void (*fn) (void *), void *arg, char **error);
@@ -297,8 +307,10 @@ extern void distseq_node_verify(const char *schema);
 extern void distseq_node_state(const char *schema, DistseqNodeState *state);
 extern DistseqPeer *distseq_peer_of(const char *schema, int64 node_id);
 extern RemoteConn *distseq_peer_connect(DistseqPeer *peer);
-extern PGresult *distseq_peer_exec(DistseqPeer *peer, const char *sql, int nparams,
-								   const char **params, char **error);
+extern DistseqRemoteResult *distseq_peer_exec(DistseqPeer *peer, const char *sql,
+											 int nparams, const char **params,
+											 const char *columns, int nrows,
+											 char **error);
 extern bool distseq_peer_do(DistseqPeer *peer, const char *sql, int nparams,
 							const char **params, char **error);
 extern char *distseq_hwm_expr(const char *schema);

@@ -29,7 +29,6 @@
 #include "executor/spi.h"
 #include "foreign/foreign.h"
 #include "funcapi.h"
-#include "libpq-fe.h"
 #include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/acl.h"
@@ -242,7 +241,9 @@ typedef struct PeerCall
 	const char *sql;
 	int			nparams;
 	const char **params;
-	PGresult   *res;
+	const char *columns;		/* NULL: the answer does not matter */
+	int			nrows;
+	DistseqRemoteResult *res;
 } PeerCall;
 
 static void
@@ -250,35 +251,39 @@ peer_call(void *arg)
 {
 	PeerCall   *c = arg;
 	RemoteConn *rc = distseq_peer_connect(c->peer);
+	char	   *sql = psprintf(c->sql, distseq_remote_schema(rc));
 
-	c->res = distseq_remote_exec(rc, psprintf(c->sql, distseq_remote_schema(rc)),
-								 c->nparams, c->params);
+	if (c->columns)
+		c->res = distseq_remote_query(rc, sql, c->nparams, c->params, c->columns,
+									  c->nrows);
+	else
+		distseq_remote_command(rc, sql, c->nparams, c->params);
 }
 
 /*
  * Run "sql" (%s stands for the peer's schema) on a peer, in a
- * subtransaction; NULL, with the message in *error, on failure.
+ * subtransaction, and return its answer checked as distseq_remote_query()
+ * does; NULL, with the message in *error, on failure or a bad answer.
  */
-PGresult *
+DistseqRemoteResult *
 distseq_peer_exec(DistseqPeer *peer, const char *sql, int nparams, const char **params,
-				  char **error)
+				  const char *columns, int nrows, char **error)
 {
-	PeerCall	c = {peer, sql, nparams, params, NULL};
+	PeerCall	c = {peer, sql, nparams, params, columns, nrows, NULL};
 
 	if (!distseq_remote_try(peer_call, &c, error))
 		return NULL;
 	return c.res;
 }
 
-/* The same, for a statement whose result does not matter */
+/* The same, for a statement whose answer does not matter */
 bool
 distseq_peer_do(DistseqPeer *peer, const char *sql, int nparams, const char **params,
 				char **error)
 {
-	PGresult   *res = distseq_peer_exec(peer, sql, nparams, params, error);
+	PeerCall	c = {peer, sql, nparams, params, NULL, 0, NULL};
 
-	PQclear(res);
-	return res != NULL;
+	return distseq_remote_try(peer_call, &c, error);
 }
 
 /* The elements of a bigint[] datum, and how many there are */
@@ -510,10 +515,12 @@ typedef struct PeerProbe
 {
 	DistseqPeer *peer;
 	int64		epoch;
-	int			members;
-	char	   *open_windows;	/* as text; NULL when the peer has none */
-	char	   *runway;
-	char	   *pending;		/* "t" or "f"; NULL from version 1.3 */
+	int32		members;
+	bool		has_windows;	/* false when the peer has no sequence */
+	int64		open_windows;
+	Datum		runway;			/* numeric, or 0 for NULL */
+	bool		has_pending;	/* false from version 1.3 */
+	bool		pending;
 } PeerProbe;
 
 static void
@@ -521,21 +528,28 @@ peer_probe(void *arg)
 {
 	PeerProbe  *p = arg;
 	RemoteConn *rc = distseq_peer_connect(p->peer);
-	PGresult   *res = distseq_remote_exec(rc,
-										  psprintf("SELECT n.epoch, array_length(n.members, 1),"
-												   " (SELECT sum(open_windows) FROM %1$s.distseq_status),"
-												   " (SELECT min(runway_seconds) FROM %1$s.distseq_status),"
-												   " (to_jsonb(n) ->> 'pending')::boolean"
-												   " FROM %1$s.distseq_peer_state() n",
-												   distseq_remote_schema(rc)),
-										  0, NULL);
+	DistseqRemoteResult *res;
 
-	p->epoch = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-	p->members = atoi(PQgetvalue(res, 0, 1));
-	p->open_windows = PQgetisnull(res, 0, 2) ? NULL : pstrdup(PQgetvalue(res, 0, 2));
-	p->runway = PQgetisnull(res, 0, 3) ? NULL : pstrdup(PQgetvalue(res, 0, 3));
-	p->pending = PQgetisnull(res, 0, 4) ? NULL : pstrdup(PQgetvalue(res, 0, 4));
-	PQclear(res);
+	res = distseq_remote_query(rc,
+							   psprintf("SELECT n.epoch, pg_catalog.array_length(n.members, 1),"
+										" (SELECT pg_catalog.sum(open_windows) FROM %1$s.distseq_status),"
+										" (SELECT pg_catalog.min(runway_seconds) FROM %1$s.distseq_status),"
+										" (pg_catalog.to_jsonb(n) OPERATOR(pg_catalog.->>) 'pending')::pg_catalog.bool"
+										" FROM %1$s.distseq_peer_state() n",
+										distseq_remote_schema(rc)),
+							   0, NULL, "li?l?n?b?", 1);
+	p->epoch = distseq_remote_int8(res, 0, 0);
+	p->members = distseq_remote_isnull(res, 0, 1) ? 0 :
+		(int32) distseq_remote_int8(res, 0, 1);
+	p->has_windows = !distseq_remote_isnull(res, 0, 2);
+	if (p->has_windows)
+		p->open_windows = distseq_remote_int8(res, 0, 2);
+	p->runway = distseq_remote_isnull(res, 0, 3) ? (Datum) 0 :
+		DirectFunctionCall3(numeric_in, CStringGetDatum(distseq_remote_text(res, 0, 3)),
+							ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
+	p->has_pending = !distseq_remote_isnull(res, 0, 4);
+	if (p->has_pending)
+		p->pending = distseq_remote_bool(res, 0, 4);
 }
 
 PG_FUNCTION_INFO_V1(distseq_peer_status);
@@ -586,7 +600,7 @@ distseq_peer_status(PG_FUNCTION_ARGS)
 		values[1] = Int64GetDatum(peers[i].node_id);
 		nulls[3] = nulls[4] = nulls[5] = nulls[6] = nulls[7] = nulls[8] = true;
 		{
-			PeerProbe	probe = {&peers[i], 0, 0};
+			PeerProbe	probe = {&peers[i]};
 			char	   *error = NULL;
 
 			if (peers[i].serverid != InvalidOid &&
@@ -596,21 +610,19 @@ distseq_peer_status(PG_FUNCTION_ARGS)
 				values[4] = Int64GetDatum(probe.epoch);
 				values[5] = Int32GetDatum(probe.members);
 				nulls[4] = nulls[5] = false;
-				if (probe.open_windows)
+				if (probe.has_windows)
 				{
-					values[6] = DirectFunctionCall1(int8in, CStringGetDatum(probe.open_windows));
+					values[6] = Int64GetDatum(probe.open_windows);
 					nulls[6] = false;
 				}
 				if (probe.runway)
 				{
-					values[7] = DirectFunctionCall3(numeric_in, CStringGetDatum(probe.runway),
-													ObjectIdGetDatum(InvalidOid),
-													Int32GetDatum(-1));
+					values[7] = probe.runway;
 					nulls[7] = false;
 				}
-				if (probe.pending)
+				if (probe.has_pending)
 				{
-					values[8] = BoolGetDatum(strcmp(probe.pending, "t") == 0);
+					values[8] = BoolGetDatum(probe.pending);
 					nulls[8] = false;
 				}
 			}

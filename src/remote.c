@@ -8,13 +8,31 @@
  * (distseq_add_peer, distseq_maintain); never by distseq_nextval.  Every
  * wait -- connecting, sending, reading -- is a WaitLatchOrSocket bounded by
  * distseq.remote_timeout, so cancel, SIGTERM and postmaster death end it.
- * Connections are kept per process and dropped after any error, since their
- * state is then unknown.
+ *
+ * Connections are kept per process, one per user mapping and local role
+ * (the PUBLIC mapping serves many roles, and whether a role must use a
+ * password depends on the role), and dropped after a failure that leaves
+ * their state unknown.  A change of the foreign server, of the user mapping
+ * or of the role marks the connection, which is closed before its next use
+ * (syscache invalidation callbacks, as postgres_fdw's): a refill never runs
+ * on another role's connection, nor on credentials that were changed.
  *
  * Credentials come only from user mappings.  A connection made for a role
  * that is not a superuser must use a password (the rule dblink applies), so
  * the server's own OS identity is never lent out.  No message shows a
- * password or a connection string; errors name the foreign server.
+ * password; errors name the foreign server, and a failed connection shows
+ * libpq's message, which may name the host, port and user.
+ *
+ * Every answer is checked before use: its status, its number of rows and
+ * columns, NULLs, and each value parsed strictly (distseq_remote_query); a
+ * bad answer is an error naming the peer, and no value of it is used.  A
+ * PGresult never outlives the function that received it, on any path.
+ *
+ * The remote session's search_path is pg_catalog, pg_temp, and the SQL sent
+ * names the schema of every function and operator and the type of every
+ * parameter: an overload that a role there created in distseq's schema
+ * (untyped parameters would prefer one taking text) or an operator in
+ * another schema never resolves in place of distseq's or PostgreSQL's.
  *
  *-------------------------------------------------------------------------
  */
@@ -22,33 +40,77 @@
 
 #include "distseq.h"
 
+#include <ctype.h>
+#include <errno.h>
+
 #include "access/reloptions.h"
 #include "access/xact.h"
-#include "utils/resowner.h"
 #include "catalog/pg_foreign_server.h"
 #include "catalog/pg_user_mapping.h"
 #include "commands/defrem.h"
 #include "foreign/foreign.h"
 #include "libpq-fe.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "utils/builtins.h"
-#include "mb/pg_wchar.h"
 #include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/resowner.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
-typedef struct RemoteConn
+typedef struct RemoteConnKey
 {
-	Oid			serverid;		/* hash key */
+	Oid			umid;			/* the user mapping */
+	Oid			userid;			/* the local role it is used for */
+} RemoteConnKey;
+
+struct RemoteConn
+{
+	RemoteConnKey key;			/* hash key */
 	PGconn	   *conn;
+	bool		invalidated;	/* server, mapping or role changed */
+	bool		public_mapping; /* made with the PUBLIC mapping */
+	uint32		server_hash;	/* syscache hash values of the above */
+	uint32		mapping_hash;
+	uint32		role_hash;
 	char		warning[256];	/* a WARNING the peer sent, or "" */
-	char		schema[NAMEDATALEN];	/* distseq's schema there */
+	char		schema[NAMEDATALEN * 2 + 3];	/* distseq's schema there, quoted */
 	char		name[NAMEDATALEN];	/* the foreign server's name */
-} RemoteConn;
+};
+
+/*
+ * A peer's answer, checked and parsed.  The columns are described by a
+ * string, one letter per column: b boolean, i integer, l bigint, a bigint[]
+ * (no NULL elements), t text, n numeric (kept as text); a letter followed by
+ * '?' may be NULL.
+ */
+typedef struct RemoteValue
+{
+	bool		isnull;
+	int64		int8;			/* b, i, l */
+	char	   *text;			/* t, n */
+	int64	   *elems;			/* a */
+	int			nelems;
+} RemoteValue;
+
+struct DistseqRemoteResult
+{
+	int			nrows;
+	int			ncols;
+	char	   *types;			/* one letter per column */
+	RemoteValue *values;		/* nrows * ncols */
+};
 
 static HTAB *remote_conns = NULL;
+
+static void remote_report(RemoteConn *rc, PGresult *res, const char *sql)
+			pg_attribute_noreturn();
+static void remote_bad_answer(RemoteConn *rc, const char *sql, const char *why)
+			pg_attribute_noreturn();
 
 /* libpq options a server may set, and those a user mapping may set */
 static const char *const server_options[] = {
@@ -139,6 +201,32 @@ remote_close_all(int code, Datum arg)
 }
 
 /*
+ * A foreign server, user mapping or role changed: mark the connections made
+ * with it, to be closed before their next use (not now: one may be in the
+ * middle of a command).  A connection made with the PUBLIC mapping goes on
+ * any change of a mapping, since a new mapping of its role may now apply.
+ */
+static void
+remote_inval(Datum arg, int cacheid, uint32 hashvalue)
+{
+	HASH_SEQ_STATUS status;
+	RemoteConn *rc;
+
+	hash_seq_init(&status, remote_conns);
+	while ((rc = hash_seq_search(&status)) != NULL)
+	{
+		if (rc->conn == NULL)
+			continue;
+		if (hashvalue == 0 ||
+			(cacheid == FOREIGNSERVEROID && rc->server_hash == hashvalue) ||
+			(cacheid == USERMAPPINGOID &&
+			 (rc->mapping_hash == hashvalue || rc->public_mapping)) ||
+			(cacheid == AUTHOID && rc->role_hash == hashvalue))
+			rc->invalidated = true;
+	}
+}
+
+/*
  * A WARNING from a peer makes the command fail: the one that matters is a
  * synchronous-replication wait cancelled there, which commits without the
  * standby's acknowledgement.  A value of such a commit must not count.
@@ -200,10 +288,8 @@ remote_wait(RemoteConn *rc, int events, TimestampTz deadline)
 }
 
 static void
-remote_connect(RemoteConn *rc, Oid userid)
+remote_connect(RemoteConn *rc, ForeignServer *server, UserMapping *um, Oid userid)
 {
-	ForeignServer *server = GetForeignServer(rc->serverid);
-	UserMapping *um = GetUserMapping(userid, rc->serverid);
 	List	   *opts = list_concat(list_copy(server->options), um->options);
 	const char **keys;
 	const char **vals;
@@ -252,6 +338,7 @@ remote_connect(RemoteConn *rc, Oid userid)
 			break;
 		if (st == PGRES_POLLING_FAILED)
 		{
+			/* libpq's message: host, port and user, never the password */
 			char	   *msg = pchomp(PQerrorMessage(rc->conn));
 
 			remote_drop(rc);
@@ -283,13 +370,55 @@ remote_connect(RemoteConn *rc, Oid userid)
 }
 
 /*
- * Run one statement on a peer and return its result, which the caller
- * frees with PQclear.  Any failure drops the connection and raises an
- * error with the peer's SQLSTATE, naming the server and the command.
+ * Raise the error of a failed command, with the peer's SQLSTATE, detail,
+ * hint and context (as postgres_fdw's pgfdw_report_error does), and free
+ * the result.
  */
-PGresult *
-distseq_remote_exec(RemoteConn *rc, const char *sql, int nparams,
-					const char *const *params)
+static void
+remote_report(RemoteConn *rc, PGresult *res, const char *sql)
+{
+	PG_TRY();
+	{
+		char	   *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+		char	   *primary = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+		char	   *detail = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL) : NULL;
+		char	   *hint = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_HINT) : NULL;
+		char	   *context = res ? PQresultErrorField(res, PG_DIAG_CONTEXT) : NULL;
+		int			code = ERRCODE_CONNECTION_FAILURE;
+
+		/* an error's SQLSTATE, not one of success, warning or no data */
+		if (state && strlen(state) == 5 &&
+			strspn(state, "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ") == 5 &&
+			strncmp(state, "00", 2) != 0 && strncmp(state, "01", 2) != 0 &&
+			strncmp(state, "02", 2) != 0)
+			code = MAKE_SQLSTATE(state[0], state[1], state[2], state[3], state[4]);
+		if (primary == NULL)
+			primary = pchomp(PQerrorMessage(rc->conn));
+		ereport(ERROR,
+				(errcode(code),
+				 errmsg("distseq peer \"%s\": %s", rc->name, primary),
+				 detail ? errdetail_internal("%s", detail) : 0,
+				 hint ? errhint("%s", hint) : 0,
+				 context ? errcontext("%s", context) : 0,
+				 errcontext("remote SQL command: %s", sql)));
+	}
+	PG_FINALLY();
+	{
+		PQclear(res);
+	}
+	PG_END_TRY();
+	pg_unreachable();
+}
+
+/*
+ * Run one statement on a peer and return its result, of status
+ * PGRES_TUPLES_OK or PGRES_COMMAND_OK, which the caller frees with PQclear
+ * on every path.  Any failure raises an error with the peer's SQLSTATE,
+ * naming the server and the command; a failure that leaves the connection
+ * in an unknown state drops it.
+ */
+static PGresult *
+remote_run(RemoteConn *rc, const char *sql, int nparams, const char *const *params)
 {
 	TimestampTz deadline;
 	PGresult   *res = NULL;
@@ -322,6 +451,7 @@ distseq_remote_exec(RemoteConn *rc, const char *sql, int nparams,
 			{
 				char	   *msg = pchomp(PQerrorMessage(rc->conn));
 
+				PQclear(res);
 				remote_drop(rc);
 				ereport(ERROR,
 						(errcode(ERRCODE_CONNECTION_FAILURE),
@@ -339,20 +469,7 @@ distseq_remote_exec(RemoteConn *rc, const char *sql, int nparams,
 	if (res == NULL ||
 		(PQresultStatus(res) != PGRES_TUPLES_OK &&
 		 PQresultStatus(res) != PGRES_COMMAND_OK))
-	{
-		char	   *state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-		char	   *primary = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
-		int			code = ERRCODE_CONNECTION_FAILURE;
-		char	   *message = pstrdup(primary ? primary : pchomp(PQerrorMessage(rc->conn)));
-
-		if (state && strlen(state) == 5)
-			code = MAKE_SQLSTATE(state[0], state[1], state[2], state[3], state[4]);
-		PQclear(res);
-		ereport(ERROR,
-				(errcode(code),
-				 errmsg("distseq peer \"%s\": %s", rc->name, message),
-				 errcontext("remote SQL command: %s", sql)));
-	}
+		remote_report(rc, res, sql);
 	if (rc->warning[0] != '\0')
 	{
 		char	   *warning = pstrdup(rc->warning);
@@ -387,14 +504,288 @@ timeout:
 	return NULL;				/* keep compiler quiet */
 }
 
+/* A bad answer: an error naming the peer and what was wrong */
+static void
+remote_bad_answer(RemoteConn *rc, const char *sql, const char *why)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_PROTOCOL_VIOLATION),
+			 errmsg("distseq peer \"%s\" gave an unexpected answer: %s", rc->name, why),
+			 errcontext("remote SQL command: %s", sql)));
+}
+
+/* A value the peer sent, cut short, to end a message; "" if not text */
+static char *
+remote_quote_value(const char *value)
+{
+	int			len = strlen(value);
+
+	if (!pg_verifymbstr(value, len, true))
+		return "";
+	len = pg_mbcliplen(value, len, 32);
+	return psprintf(": \"%.*s%s\"", len, value, value[len] ? "..." : "");
+}
+
+/* A bigint as PostgreSQL prints it: no blanks, no "+", in range */
+static bool
+remote_parse_int8(const char *s, int64 *v)
+{
+	char	   *end;
+
+	if (!(isdigit((unsigned char) s[0]) ||
+		  (s[0] == '-' && isdigit((unsigned char) s[1]))))
+		return false;
+	errno = 0;
+	*v = strtoi64(s, &end, 10);
+	return errno == 0 && *end == '\0';
+}
+
+/* A bigint[] as PostgreSQL prints it: {1,2,3}, no NULL element */
+static bool
+remote_parse_int8_array(const char *s, int64 **elems, int *n)
+{
+	size_t		len = strlen(s);
+	char	   *tok;
+
+	*n = 0;
+	*elems = palloc(sizeof(int64) * (len / 2 + 1));
+	if (len < 2 || s[0] != '{' || s[len - 1] != '}')
+		return false;
+	if (len == 2)
+		return true;
+	tok = pnstrdup(s + 1, len - 2);
+	for (;;)
+	{
+		char	   *comma = strchr(tok, ',');
+
+		if (comma)
+			*comma = '\0';
+		if (!remote_parse_int8(tok, &(*elems)[(*n)++]))
+			return false;
+		if (comma == NULL)
+			return true;
+		tok = comma + 1;
+	}
+}
+
+/* A numeric as PostgreSQL prints a finite one, of a sane length */
+static bool
+remote_valid_numeric(const char *s)
+{
+	const char *p = s;
+
+	if (strlen(s) > 64)
+		return false;
+	if (*p == '-')
+		p++;
+	if (!isdigit((unsigned char) *p))
+		return false;
+	while (isdigit((unsigned char) *p))
+		p++;
+	if (*p == '.')
+	{
+		p++;
+		if (!isdigit((unsigned char) *p))
+			return false;
+		while (isdigit((unsigned char) *p))
+			p++;
+	}
+	return *p == '\0';
+}
+
+/* Check a result against its description (see RemoteValue) and parse it */
+static DistseqRemoteResult *
+remote_parse(RemoteConn *rc, PGresult *res, const char *sql, const char *columns,
+			 int nrows)
+{
+	DistseqRemoteResult *r = palloc0(sizeof(DistseqRemoteResult));
+	int			ncols = 0;
+
+	r->types = palloc(strlen(columns) + 1);
+	for (const char *p = columns; *p; p++)
+		if (*p != '?')
+			r->types[ncols++] = *p;
+	r->types[ncols] = '\0';
+
+	if (PQresultStatus(res) != PGRES_TUPLES_OK)
+		remote_bad_answer(rc, sql, "a command status instead of rows");
+	if (PQnfields(res) != ncols)
+		remote_bad_answer(rc, sql, psprintf("%d columns instead of %d",
+											PQnfields(res), ncols));
+	if (nrows >= 0 && PQntuples(res) != nrows)
+		remote_bad_answer(rc, sql, psprintf("%d rows instead of %d",
+											PQntuples(res), nrows));
+	r->nrows = PQntuples(res);
+	r->ncols = ncols;
+	/* in Size: no overflow, and palloc refuses more than 1 GB */
+	r->values = palloc0(sizeof(RemoteValue) * (Size) Max(r->nrows, 1) *
+						(Size) Max(ncols, 1));
+
+	for (int row = 0; row < r->nrows; row++)
+	{
+		const char *p = columns;
+
+		for (int col = 0; col < ncols; col++, p++)
+		{
+			RemoteValue *v = &r->values[row * ncols + col];
+			char		type = *p;
+			bool		nullable = p[1] == '?';
+			const char *text = PQgetvalue(res, row, col);
+			bool		ok;
+
+			if (nullable)
+				p++;
+			if (PQgetisnull(res, row, col))
+			{
+				if (!nullable)
+					remote_bad_answer(rc, sql, psprintf("column %d of row %d is NULL",
+														col + 1, row + 1));
+				v->isnull = true;
+				continue;
+			}
+			switch (type)
+			{
+				case 'b':
+					ok = strcmp(text, "t") == 0 || strcmp(text, "f") == 0;
+					v->int8 = text[0] == 't';
+					break;
+				case 'i':
+					ok = remote_parse_int8(text, &v->int8) &&
+						v->int8 >= PG_INT32_MIN && v->int8 <= PG_INT32_MAX;
+					break;
+				case 'l':
+					ok = remote_parse_int8(text, &v->int8);
+					break;
+				case 'a':
+					ok = remote_parse_int8_array(text, &v->elems, &v->nelems);
+					break;
+				case 'n':
+					ok = remote_valid_numeric(text);
+					v->text = pstrdup(text);
+					break;
+				case 't':
+					ok = true;
+					v->text = pstrdup(text);
+					break;
+				default:
+					elog(ERROR, "distseq: unknown column type '%c'", type);
+					ok = false;	/* keep compiler quiet */
+			}
+			if (!ok)
+				remote_bad_answer(rc, sql,
+								  psprintf("column %d of row %d is not %s%s",
+										   col + 1, row + 1,
+										   type == 'b' ? "a boolean" :
+										   type == 'i' ? "an integer" :
+										   type == 'l' ? "a bigint" :
+										   type == 'a' ? "a bigint array" : "a number",
+										   remote_quote_value(text)));
+		}
+	}
+	return r;
+}
+
 /*
- * The connection to a peer, made if needed, as the user mapping of "userid"
- * says.  The session there commits synchronously and names distseq's
- * schema for us.
+ * Run a query on a peer and return its answer, checked against "columns"
+ * (see RemoteValue) and, unless nrows is -1, its number of rows: any other
+ * answer is an error naming the peer.  The answer is in the caller's
+ * memory; the PGresult is freed on every path.
+ */
+DistseqRemoteResult *
+distseq_remote_query(RemoteConn *rc, const char *sql, int nparams,
+					 const char *const *params, const char *columns, int nrows)
+{
+	PGresult   *res = remote_run(rc, sql, nparams, params);
+	DistseqRemoteResult *volatile r = NULL;
+
+	PG_TRY();
+	{
+		r = remote_parse(rc, res, sql, columns, nrows);
+	}
+	PG_FINALLY();
+	{
+		PQclear(res);
+	}
+	PG_END_TRY();
+	return r;
+}
+
+/* Run a statement on a peer whose answer does not matter */
+void
+distseq_remote_command(RemoteConn *rc, const char *sql, int nparams,
+					   const char *const *params)
+{
+	PQclear(remote_run(rc, sql, nparams, params));
+}
+
+static RemoteValue *
+remote_value(const DistseqRemoteResult *r, int row, int col, const char *types)
+{
+	RemoteValue *v;
+
+	if (row < 0 || row >= r->nrows || col < 0 || col >= r->ncols ||
+		strchr(types, r->types[col]) == NULL)
+		elog(ERROR, "distseq: no column %d of type %s in row %d of a peer's answer",
+			 col, types, row);
+	v = &r->values[row * r->ncols + col];
+	if (v->isnull)
+		elog(ERROR, "distseq: column %d of row %d of a peer's answer is NULL", col, row);
+	return v;
+}
+
+int
+distseq_remote_ntuples(const DistseqRemoteResult *r)
+{
+	return r->nrows;
+}
+
+bool
+distseq_remote_isnull(const DistseqRemoteResult *r, int row, int col)
+{
+	if (row < 0 || row >= r->nrows || col < 0 || col >= r->ncols)
+		elog(ERROR, "distseq: no column %d in row %d of a peer's answer", col, row);
+	return r->values[row * r->ncols + col].isnull;
+}
+
+int64
+distseq_remote_int8(const DistseqRemoteResult *r, int row, int col)
+{
+	return remote_value(r, row, col, "il")->int8;
+}
+
+bool
+distseq_remote_bool(const DistseqRemoteResult *r, int row, int col)
+{
+	return remote_value(r, row, col, "b")->int8 != 0;
+}
+
+const char *
+distseq_remote_text(const DistseqRemoteResult *r, int row, int col)
+{
+	return remote_value(r, row, col, "tn")->text;
+}
+
+const int64 *
+distseq_remote_int8s(const DistseqRemoteResult *r, int row, int col, int *n)
+{
+	RemoteValue *v = remote_value(r, row, col, "a");
+
+	*n = v->nelems;
+	return v->elems;
+}
+
+/*
+ * The connection to a peer, made if needed, as the user mapping of
+ * "userid" says.  The session there commits synchronously, resolves
+ * names in pg_catalog only, and names distseq's schema for us.
  */
 RemoteConn *
 distseq_remote_get(Oid serverid, Oid userid)
 {
+	ForeignServer *server;
+	UserMapping *um;
+	bool		public_mapping;
+	RemoteConnKey key;
 	RemoteConn *rc;
 	bool		found;
 
@@ -402,44 +793,71 @@ distseq_remote_get(Oid serverid, Oid userid)
 	{
 		HASHCTL		ctl;
 
-		ctl.keysize = sizeof(Oid);
+		ctl.keysize = sizeof(RemoteConnKey);
 		ctl.entrysize = sizeof(RemoteConn);
 		remote_conns = hash_create("distseq peer connections", 8, &ctl,
 								   HASH_ELEM | HASH_BLOBS);
 		on_proc_exit(remote_close_all, 0);
+		CacheRegisterSyscacheCallback(FOREIGNSERVEROID, remote_inval, (Datum) 0);
+		CacheRegisterSyscacheCallback(USERMAPPINGOID, remote_inval, (Datum) 0);
+		CacheRegisterSyscacheCallback(AUTHOID, remote_inval, (Datum) 0);
 	}
-	rc = hash_search(remote_conns, &serverid, HASH_ENTER, &found);
+
+	/* catalog lookups first: they may run remote_inval */
+	server = GetForeignServer(serverid);
+	um = GetUserMapping(userid, serverid);
+	public_mapping = !SearchSysCacheExists2(USERMAPPINGUSERSERVER,
+											ObjectIdGetDatum(userid),
+											ObjectIdGetDatum(serverid));
+
+	memset(&key, 0, sizeof(key));
+	key.umid = um->umid;
+	key.userid = userid;
+	rc = hash_search(remote_conns, &key, HASH_ENTER, &found);
 	if (!found)
 		rc->conn = NULL;
-	strlcpy(rc->name, GetForeignServer(serverid)->servername, NAMEDATALEN);
-	if (rc->conn && PQstatus(rc->conn) != CONNECTION_OK)
+	strlcpy(rc->name, server->servername, NAMEDATALEN);
+	if (rc->conn &&
+		(rc->invalidated || PQstatus(rc->conn) != CONNECTION_OK))
 		remote_drop(rc);
 	if (rc->conn == NULL)
 	{
-		PGresult   *res;
+		DistseqRemoteResult *res;
 
-		remote_connect(rc, userid);
-		res = distseq_remote_exec(rc, "SET synchronous_commit = on", 0, NULL);
-		PQclear(res);
-		res = distseq_remote_exec(rc, "SET search_path = pg_catalog, pg_temp", 0, NULL);
-		PQclear(res);
-		res = distseq_remote_exec(rc,
-								  "SELECT pg_catalog.quote_ident(n.nspname)"
-								  " FROM pg_catalog.pg_extension e"
-								  " JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace"
-								  " WHERE e.extname = 'distseq'",
-								  0, NULL);
-		if (PQntuples(res) != 1)
+		rc->invalidated = false;
+		rc->public_mapping = public_mapping;
+		rc->server_hash = GetSysCacheHashValue1(FOREIGNSERVEROID,
+												ObjectIdGetDatum(serverid));
+		rc->mapping_hash = GetSysCacheHashValue1(USERMAPPINGOID,
+												 ObjectIdGetDatum(um->umid));
+		rc->role_hash = GetSysCacheHashValue1(AUTHOID, ObjectIdGetDatum(userid));
+		remote_connect(rc, server, um, userid);
+		/* a connection is used only once it is set up */
+		PG_TRY();
 		{
-			PQclear(res);
-			remote_drop(rc);
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_OBJECT),
-					 errmsg("distseq is not installed on peer \"%s\"", rc->name),
-					 errhint("Run CREATE EXTENSION distseq in the database the server names.")));
+			distseq_remote_command(rc, "SET synchronous_commit = on", 0, NULL);
+			distseq_remote_command(rc, "SET search_path = pg_catalog, pg_temp", 0, NULL);
+			res = distseq_remote_query(rc,
+									   "SELECT (SELECT n.nspname"
+									   " FROM pg_catalog.pg_extension e"
+									   " JOIN pg_catalog.pg_namespace n"
+									   " ON n.oid OPERATOR(pg_catalog.=) e.extnamespace"
+									   " WHERE e.extname OPERATOR(pg_catalog.=) 'distseq')",
+									   0, NULL, "t?", 1);
+			if (distseq_remote_isnull(res, 0, 0))
+				ereport(ERROR,
+						(errcode(ERRCODE_UNDEFINED_OBJECT),
+						 errmsg("distseq is not installed on peer \"%s\"", rc->name),
+						 errhint("Run CREATE EXTENSION distseq in the database the server names.")));
+			strlcpy(rc->schema, quote_identifier(distseq_remote_text(res, 0, 0)),
+					sizeof(rc->schema));
 		}
-		strlcpy(rc->schema, PQgetvalue(res, 0, 0), NAMEDATALEN);
-		PQclear(res);
+		PG_CATCH();
+		{
+			remote_drop(rc);
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
 	}
 	return rc;
 }

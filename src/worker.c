@@ -32,10 +32,10 @@
 
 #include "access/xact.h"
 #include "access/xlog.h"
+#include "common/int.h"
 #include "executor/spi.h"
 #include "foreign/foreign.h"
 #include "utils/acl.h"
-#include "libpq-fe.h"
 #include "commands/dbcommands.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
@@ -462,41 +462,28 @@ node_in(int64 node, int64 *nodes, int n)
  * it sees, against the group seen so far, and add them to it.
  */
 static void
-worker_check_group(RemoteReserve *rr, int64 node_id, const char *members)
+worker_check_group(RemoteReserve *rr, int64 node_id, const int64 *members, int nmembers)
 {
-	List	   *seen = NIL;
 	bool		shared = rr->nnodes == 0 || node_in(node_id, rr->nodes, rr->nnodes);
 	int64	   *nodes;
 	int			n = rr->nnodes;
-	ListCell   *lc;
 
-	for (const char *p = members; *p; p++)
-	{
-		if (*p == '{' || *p == ',')
-		{
-			int64	   *m = palloc(sizeof(int64));
-
-			*m = strtoll(p + 1, NULL, 10);
-			seen = lappend(seen, m);
-			shared = shared || node_in(*m, rr->nodes, rr->nnodes);
-		}
-	}
+	for (int i = 0; i < nmembers; i++)
+		shared = shared || node_in(members[i], rr->nodes, rr->nnodes);
 	if (!shared)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("distseq peer \"%s\" is not in the group sequence \"%s\" drew from before",
 						GetForeignServer(rr->serverid)->servername, rr->name),
 				 errdetail("Its values could repeat those of the other servers.")));
-	nodes = palloc(sizeof(int64) * (rr->nnodes + list_length(seen) + 1));
+	nodes = palloc(sizeof(int64) * (rr->nnodes + nmembers + 1));
 	memcpy(nodes, rr->nodes, sizeof(int64) * rr->nnodes);
 	if (!node_in(node_id, nodes, n))
 		nodes[n++] = node_id;
-	foreach(lc, seen)
+	for (int i = 0; i < nmembers; i++)
 	{
-		int64		m = *(int64 *) lfirst(lc);
-
-		if (!node_in(m, nodes, n))
-			nodes[n++] = m;
+		if (!node_in(members[i], nodes, n))
+			nodes[n++] = members[i];
 	}
 	rr->nodes = nodes;
 	rr->nnodes = n;
@@ -509,31 +496,38 @@ worker_remote_reserve_one(void *arg)
 	RemoteConn *rc = distseq_remote_get(rr->serverid, rr->owner);
 	char		count[32];
 	const char *params[2] = {rr->name, count};
-	PGresult   *res;
+	DistseqRemoteResult *res;
+	DistseqRange r;
+	const int64 *members;
+	int			nmembers;
+	int64		size;
 
 	snprintf(count, sizeof(count), INT64_FORMAT, rr->count);
-	res = distseq_remote_exec(rc,
-							  psprintf("SELECT r.lo, r.hi, n.node_id, n.members"
-									   " FROM %1$s.distseq_peer_reserve($1, $2) r,"
-									   " %1$s.distseq_peer_state() n",
-									   distseq_remote_schema(rc)),
-							  2, params);
-	rr->r.lo = strtoll(PQgetvalue(res, 0, 0), NULL, 10);
-	rr->r.hi = strtoll(PQgetvalue(res, 0, 1), NULL, 10);
-	worker_check_group(rr, strtoll(PQgetvalue(res, 0, 2), NULL, 10), PQgetvalue(res, 0, 3));
-	PQclear(res);
-	if (RANGE_SIZE(rr->r) <= 0)
+	res = distseq_remote_query(rc,
+							   psprintf("SELECT r.lo, r.hi, n.node_id, n.members"
+										" FROM %1$s.distseq_peer_reserve($1::pg_catalog.text,"
+										" $2::pg_catalog.int8) r,"
+										" %1$s.distseq_peer_state() n",
+										distseq_remote_schema(rc)),
+							   2, params, "llla", 1);
+	r.lo = distseq_remote_int8(res, 0, 0);
+	r.hi = distseq_remote_int8(res, 0, 1);
+	members = distseq_remote_int8s(res, 0, 3, &nmembers);
+	worker_check_group(rr, distseq_remote_int8(res, 0, 2), members, nmembers);
+	if (r.hi <= r.lo)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("distseq peer \"%s\" has no open window of sequence \"%s\"",
 						GetForeignServer(rr->serverid)->servername, rr->name)));
 	/* a server with another definition of the sequence is no source */
-	if (RANGE_SIZE(rr->r) > rr->count || rr->r.hi - 1 > rr->max_value)
+	if (pg_sub_s64_overflow(r.hi, r.lo, &size) || size > rr->count ||
+		r.hi - 1 > rr->max_value)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_EXCEPTION),
 				 errmsg("distseq peer \"%s\" returned values " INT64_FORMAT " to " INT64_FORMAT " for sequence \"%s\", outside what was asked",
 						GetForeignServer(rr->serverid)->servername,
-						rr->r.lo, rr->r.hi - 1, rr->name)));
+						r.lo, r.hi - 1, rr->name)));
+	rr->r = r;
 }
 
 /*

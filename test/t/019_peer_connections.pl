@@ -1,0 +1,132 @@
+# Connections to peers belong to a user mapping: a sequence drawing from
+# another server reserves there as its own owner's mapped role, never on a
+# connection another role made, and a changed or dropped user mapping, a
+# changed server or a role that lost superuser is used from the next refill
+# on.  A failed connection shows no password, in its error or in any log.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use DistseqPeers;
+
+# a holds the windows; every reservation there is logged with the role
+# that runs it and the sequence it is for.
+my $a = peer_node('conn_a',
+	conf => "log_line_prefix = '%m [%p] user=%u '\n",
+	hba => "host all ua,ua2,ub 127.0.0.1/32 scram-sha-256\n");
+my $c = peer_node('conn_c');
+my $aport = $a->port;
+
+$a->safe_psql('postgres', q{
+	CREATE ROLE ua LOGIN PASSWORD 'pw-ua-1f3';
+	CREATE ROLE ua2 LOGIN PASSWORD 'pw-ua2-7c9';
+	CREATE ROLE ub LOGIN PASSWORD 'pw-ub-5e2';
+	GRANT EXECUTE ON FUNCTION distseq_peer_reserve(text, bigint), distseq_peer_state()
+		TO ua, ua2, ub;
+	SELECT distseq_create('sa', block_size => 10);
+	SELECT distseq_create('sb', block_size => 10);
+	SELECT distseq_create('ss', block_size => 10);});
+
+# On c, two roles each own a sequence drawing from a, each with a user
+# mapping of its own to a different role there; rs is a superuser whose
+# mapping has no password.
+$c->safe_psql('postgres', qq{
+	CREATE ROLE ra LOGIN;
+	CREATE ROLE rb LOGIN;
+	CREATE ROLE rs LOGIN SUPERUSER;
+	GRANT EXECUTE ON FUNCTION distseq_create TO ra, rb;
+	CREATE SERVER node_a FOREIGN DATA WRAPPER distseq
+		OPTIONS (host '127.0.0.1', port '$aport', dbname 'postgres');
+	GRANT USAGE ON FOREIGN SERVER node_a TO ra, rb, rs;
+	CREATE USER MAPPING FOR ra SERVER node_a OPTIONS (user 'ua', password 'pw-ua-1f3');
+	CREATE USER MAPPING FOR rb SERVER node_a OPTIONS (user 'ub', password 'pw-ub-5e2');
+	CREATE USER MAPPING FOR rs SERVER node_a OPTIONS (user 'postgres');
+	SET ROLE ra;
+	SELECT distseq_create('sa', block_size => 10, servers => ARRAY['node_a']);
+	SET ROLE rb;
+	SELECT distseq_create('sb', block_size => 10, servers => ARRAY['node_a']);
+	SET ROLE rs;
+	SELECT distseq_create('ss', block_size => 10, servers => ARRAY['node_a']);
+	RESET ROLE;});
+
+# More values than the largest segment holds twice, so that at least one
+# refill runs
+sub draw
+{
+	my ($seq) = @_;
+	return $c->psql('postgres',
+		"SELECT count(DISTINCT distseq_nextval('$seq')) FROM generate_series(1, 25000)");
+}
+
+# The roles that reserved values of a sequence on a, in the log from $from
+sub reserved_as
+{
+	my ($seq, $from) = @_;
+	my %roles;
+	my $log = substr(slurp_file($a->logfile), $from);
+	$roles{$1}++ while $log =~ /user=(\w+) DETAIL:  parameters: \$1 = '$seq'/g;
+	return join(',', sort keys %roles);
+}
+
+my ($ret, $out, $err) = draw('sa');
+is($out, '25000', 'sa draws from a');
+($ret, $out, $err) = draw('sb');
+is($out, '25000', 'sb draws from a');
+($ret, $out, $err) = draw('ss');
+is($out, '25000', 'ss draws from a');
+is(reserved_as('sa', 0), 'ua', "sa's reservations ran as its owner's mapped role");
+is(reserved_as('sb', 0), 'ub', "sb's reservations ran as its owner's mapped role, not on sa's connection");
+is(reserved_as('ss', 0), 'postgres', "ss's reservations ran as its owner's mapped role");
+
+# A new remote role in the mapping: used from the next refill on.
+my $offset = -s $a->logfile;
+$c->safe_psql('postgres',
+	"ALTER USER MAPPING FOR ra SERVER node_a OPTIONS (SET user 'ua2', SET password 'pw-ua2-7c9')");
+($ret, $out, $err) = draw('sa');
+is($out, '25000', 'sa draws after its user mapping changed');
+is(reserved_as('sa', $offset), 'ua2', 'as the role the changed mapping names');
+is(reserved_as('sb', $offset), '', 'sb did not draw meanwhile');
+
+# A wrong password: the next refill fails, and shows no password anywhere.
+$c->safe_psql('postgres',
+	"ALTER USER MAPPING FOR rb SERVER node_a OPTIONS (SET password 'pw-wrong-8d4')");
+($ret, $out, $err) = draw('sb');
+isnt($ret, 0, 'with a wrong password in the mapping, sb cannot draw');
+like($err, qr/could not connect to distseq peer "node_a"/, 'the error names the server');
+unlike($err, qr/pw-/, 'and shows no password');
+# (the test's own statements that set passwords are logged as statements)
+my @leaks = grep { /pw-/ && !/statement: / }
+  split(/\n/, slurp_file($c->logfile)), split(/\n/, slurp_file($a->logfile));
+is(scalar(@leaks), 0, 'no log line of either server shows a password') or diag(@leaks);
+$c->safe_psql('postgres',
+	"ALTER USER MAPPING FOR rb SERVER node_a OPTIONS (SET password 'pw-ub-5e2')");
+($ret, $out, $err) = draw('sb');
+is($out, '25000', 'with the password put right, sb draws again');
+
+# A changed server: a port where nothing listens fails the next refill.
+my $noport = PostgreSQL::Test::Cluster::get_free_port();
+$c->safe_psql('postgres', "ALTER SERVER node_a OPTIONS (SET port '$noport')");
+($ret, $out, $err) = draw('sb');
+like($err, qr/could not connect to distseq peer "node_a"/,
+	'a changed server is reached where it now says');
+$c->safe_psql('postgres', "ALTER SERVER node_a OPTIONS (SET port '$aport')");
+($ret, $out, $err) = draw('sb');
+is($out, '25000', 'and again where it said before');
+
+# A role that is no longer a superuser must use a password.
+$c->safe_psql('postgres', 'ALTER ROLE rs NOSUPERUSER');
+($ret, $out, $err) = draw('ss');
+like($err, qr/password is required to reach distseq peer "node_a"/,
+	'a role that lost superuser does not keep its connection without a password');
+
+# A dropped user mapping is not used any longer.
+$c->safe_psql('postgres', 'DROP USER MAPPING FOR ra SERVER node_a');
+($ret, $out, $err) = draw('sa');
+like($err, qr/user mapping not found for "ra"/, 'a dropped user mapping is not used');
+
+$c->stop;
+$a->stop;
+done_testing();
