@@ -98,3 +98,18 @@ SELECT distseq_nextval('after_many');
 SET distseq.refill_timeout = 0;
 SET distseq.max_sequences = 10;
 SET distseq.no_such_setting = 1;
+
+-- in a read-only transaction: refused at once, as native nextval() is
+SET default_transaction_read_only = on;
+SELECT distseq_nextval('after_many');
+SELECT distseq_create('read_only');
+SELECT distseq_create_for_column('small_ids', 'id');
+SELECT distseq_drop('after_many');
+SELECT * FROM distseq_maintain();
+SELECT distseq_add_peer('no_such_server');
+SELECT distseq_remove_peer('no_such_server');
+SELECT distseq_accept_promotion();
+-- reads work
+SELECT distseq_currval('after_many') > 0 AS has_currval;
+SELECT count(*) FROM distseq_status WHERE sequence_name = 'after_many';
+RESET default_transaction_read_only;

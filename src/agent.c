@@ -589,6 +589,7 @@ distseq_maintain(PG_FUNCTION_ARGS)
 	}		   *e;
 
 	distseq_check_loaded();
+	distseq_check_writable("distseq_maintain()");
 	search_path_level = distseq_pin_search_path();
 	InitMaterializedSRF(fcinfo, 0);
 	schema = distseq_catalog_schema();

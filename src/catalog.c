@@ -16,6 +16,10 @@
  * search_path (catalog_enter/catalog_leave), since the tables are not
  * readable by PUBLIC and the queries must not resolve to user objects.
  *
+ * Functions that change the catalog, or answer peers for this node, call
+ * distseq_check_writable() or distseq_check_primary() first: a hot standby
+ * refuses them at once.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -36,6 +40,7 @@
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "tcop/utility.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -170,11 +175,43 @@ distseq_catalog_minor(void)
 TimeLineID
 distseq_timeline(void)
 {
+	/* a standby has none yet: every caller refused it at its entry */
+	if (RecoveryInProgress())
+		elog(ERROR, "distseq: no WAL timeline to write on during recovery");
 #if PG_VERSION_NUM >= 150000
 	return GetWALInsertionTimeLine();
 #else
 	return ThisTimeLineID;
 #endif
+}
+
+/*
+ * Refuse a function on a hot standby, at once, as PostgreSQL refuses a
+ * command that writes there.  A standby holds a read-only copy of its
+ * primary's catalog and is no member of any group: it must neither answer
+ * a peer in the member's name nor wait for a refill worker, which starts
+ * only once recovery has ended.
+ */
+void
+distseq_check_primary(const char *funcname)
+{
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot execute %s during recovery", funcname),
+				 errdetail("This server is a hot standby: its distseq catalog is a read-only copy of its primary's."),
+				 errhint("Call it on a primary server; point peers' foreign servers at a member's primary.")));
+}
+
+/*
+ * The same for a function that changes the catalog, and in a read-only
+ * transaction as native nextval() is refused there.
+ */
+void
+distseq_check_writable(const char *funcname)
+{
+	distseq_check_primary(funcname);
+	PreventCommandIfReadOnly(funcname);
 }
 
 /*
@@ -500,6 +537,7 @@ distseq_peer_reserve(PG_FUNCTION_ARGS)
 	TupleDesc	tupdesc;
 	DistseqRange r;
 
+	distseq_check_writable("distseq_peer_reserve()");
 	if (count <= 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

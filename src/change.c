@@ -172,6 +172,7 @@ PG_FUNCTION_INFO_V1(distseq_peer_epoch_cas);
 Datum
 distseq_peer_epoch_cas(PG_FUNCTION_ARGS)
 {
+	distseq_check_writable("distseq_peer_epoch_cas()");
 	if (PG_NARGS() != 7)
 		check_minor();
 	distseq_spi_connect();
@@ -188,6 +189,7 @@ PG_FUNCTION_INFO_V1(distseq_peer_join);
 Datum
 distseq_peer_join(PG_FUNCTION_ARGS)
 {
+	distseq_check_writable("distseq_peer_join()");
 	distseq_spi_connect();
 	change_move(distseq_catalog_schema(), 0, 0, PG_GETARG_INT64(0), PG_GETARG_INT64(1),
 				PG_GETARG_DATUM(2), PG_GETARG_INT64(3), PG_GETARG_INT64(4), true);
@@ -218,6 +220,7 @@ distseq_peer_revert(PG_FUNCTION_ARGS)
 {
 	bool		reverted;
 
+	distseq_check_writable("distseq_peer_revert()");
 	distseq_spi_connect();
 	distseq_node_verify(distseq_catalog_schema());
 	reverted = change_revert(distseq_catalog_schema(), PG_GETARG_INT64(0),
@@ -241,6 +244,7 @@ distseq_peer_decided(PG_FUNCTION_ARGS)
 	Datum		values[3] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2)};
 	bool		decided;
 
+	distseq_check_writable("distseq_peer_decided()");
 	distseq_spi_connect();
 	schema = distseq_catalog_schema();
 	distseq_node_verify(schema);
@@ -308,6 +312,7 @@ distseq_peer_marks(PG_FUNCTION_ARGS)
 	List	   *marks;
 	ListCell   *lc;
 
+	distseq_check_writable("distseq_peer_marks()");
 	InitMaterializedSRF(fcinfo, 0);
 	distseq_spi_connect();
 	marks = change_marks(distseq_catalog_schema(), PG_GETARG_INT64(0), PG_GETARG_INT64(1), cxt);
@@ -379,6 +384,7 @@ distseq_peer_activate(PG_FUNCTION_ARGS)
 {
 	Datum		args[8];
 
+	distseq_check_writable("distseq_peer_activate()");
 	for (int i = 0; i < 8; i++)
 		args[i] = PG_GETARG_DATUM(i);
 	distseq_spi_connect();
@@ -973,6 +979,7 @@ static void
 change_request(char op, const char *server_name, const char *funcname)
 {
 	distseq_check_loaded();
+	distseq_check_writable(funcname);
 	PreventInTransactionBlock(true, funcname);
 	check_minor();
 	if (op == 'a')

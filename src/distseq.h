@@ -358,6 +358,8 @@ extern int	distseq_pin_search_path(void);
 extern void distseq_unpin_search_path(int level);
 extern int	distseq_catalog_minor(void);
 extern TimeLineID distseq_timeline(void);
+extern void distseq_check_primary(const char *funcname);
+extern void distseq_check_writable(const char *funcname);
 extern bool distseq_catalog_lookup(const char *name, DistseqDef *def);
 extern void distseq_catalog_create(const char *name, Oid owner,
 								   int32 block_size, int64 window_size,

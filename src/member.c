@@ -178,6 +178,7 @@ distseq_accept_promotion(PG_FUNCTION_ARGS)
 	Datum		values[3];
 
 	distseq_check_loaded();
+	distseq_check_writable("distseq_accept_promotion()");
 	distseq_spi_connect();
 	schema = distseq_catalog_schema();
 	values[0] = Int64GetDatum((int64) GetSystemIdentifier());
@@ -335,6 +336,7 @@ distseq_peer_state(PG_FUNCTION_ARGS)
 	bool		nulls[5] = {0};
 	Datum		result;
 
+	distseq_check_primary("distseq_peer_state()");
 	distseq_spi_connect();
 	distseq_node_state(distseq_catalog_schema(), &st);
 	/* a restarted node's worker, which finishes changes, starts on demand */
@@ -362,6 +364,7 @@ distseq_peer_hwm(PG_FUNCTION_ARGS)
 	Datum		values[3];
 	bool		nulls[3] = {0};
 
+	distseq_check_primary("distseq_peer_hwm()");
 	distseq_spi_connect();
 	schema = distseq_catalog_schema();
 	values[0] = PG_GETARG_DATUM(0);
@@ -424,6 +427,7 @@ distseq_peer_cas(PG_FUNCTION_ARGS)
 {
 	bool		won;
 
+	distseq_check_writable("distseq_peer_cas()");
 	distseq_spi_connect();
 	won = distseq_member_cas(distseq_catalog_schema(), PG_GETARG_DATUM(0),
 					 PG_GETARG_INT64(1), PG_GETARG_INT64(2),
@@ -440,6 +444,7 @@ distseq_peer_sequences(PG_FUNCTION_ARGS)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	const char *schema;
 
+	distseq_check_primary("distseq_peer_sequences()");
 	InitMaterializedSRF(fcinfo, 0);
 	distseq_spi_connect();
 	schema = distseq_catalog_schema();
@@ -487,6 +492,7 @@ distseq_peer_create(PG_FUNCTION_ARGS)
 	Datum		values[2];
 
 	distseq_check_loaded();
+	distseq_check_writable("distseq_peer_create()");
 	distseq_check_name(name);
 	if (PG_GETARG_INT32(5) < 1 || PG_GETARG_INT32(5) > DISTSEQ_MAX_OPEN_WINDOWS ||
 		PG_GETARG_INT32(1) < 1 || PG_GETARG_INT64(2) < 1)

@@ -193,6 +193,7 @@ Datum
 distseq_create(PG_FUNCTION_ARGS)
 {
 	distseq_check_loaded();
+	distseq_check_writable("distseq_create()");
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
@@ -232,6 +233,7 @@ distseq_create_for_column(PG_FUNCTION_ARGS)
 	char		relkind;
 
 	distseq_check_loaded();
+	distseq_check_writable("distseq_create_for_column()");
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
@@ -320,6 +322,7 @@ distseq_drop(PG_FUNCTION_ARGS)
 	char	   *name;
 
 	distseq_check_loaded();
+	distseq_check_writable("distseq_drop()");
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),

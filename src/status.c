@@ -59,6 +59,23 @@ status_init_srf(FunctionCallInfo fcinfo)
 /* pools and blocks hold slots; the views show values */
 #define VALUE_OF(seq, slot)	DISTSEQ_VALUE((slot), (seq).stripes, (seq).stripe)
 
+/*
+ * The first value of a range of slots and the one past its last, or two
+ * NULLs for an empty range.  Only slots of the range are turned into
+ * values: those lie between start_value and max_value, so neither the
+ * values nor the end (at most max_value + 1) can overflow, whereas the
+ * slot below an empty range may lie below the first value a bigint holds.
+ */
+static void
+range_values(DistseqSeq *seq, DistseqRange r, Datum *values, bool *nulls)
+{
+	nulls[0] = nulls[1] = RANGE_SIZE(r) <= 0;
+	if (nulls[0])
+		return;
+	values[0] = Int64GetDatum(VALUE_OF(*seq, r.lo));
+	values[1] = Int64GetDatum(VALUE_OF(*seq, r.hi - 1) + 1);
+}
+
 PG_FUNCTION_INFO_V1(distseq_pool_status);
 
 Datum
@@ -93,12 +110,8 @@ distseq_pool_status(PG_FUNCTION_ARGS)
 		values[0] = ObjectIdGetDatum(copy.relid);
 		values[1] = Int64GetDatum((int64) gen);
 		values[2] = Int64GetDatum(copy.segment_size);
-		values[3] = Int64GetDatum(VALUE_OF(copy, copy.cur.lo));
-		values[4] = Int64GetDatum(VALUE_OF(copy, copy.cur.hi - 1) + 1);
-		nulls[3] = nulls[4] = RANGE_SIZE(copy.cur) == 0;
-		values[5] = Int64GetDatum(VALUE_OF(copy, copy.pre.lo));
-		values[6] = Int64GetDatum(VALUE_OF(copy, copy.pre.hi - 1) + 1);
-		nulls[5] = nulls[6] = RANGE_SIZE(copy.pre) == 0;
+		range_values(&copy, copy.cur, &values[3], &nulls[3]);
+		range_values(&copy, copy.pre, &values[5], &nulls[5]);
 		values[7] = Int64GetDatum(returned);
 		values[8] = BoolGetDatum(copy.refill_pending);
 		values[9] = Int64GetDatum(copy.refills);
@@ -150,16 +163,22 @@ distseq_block_status(PG_FUNCTION_ARGS)
 		{
 			DistseqBlock blk = Distseq->blocks[b * distseq_max_sequences + i];
 			int			pid = Distseq->backends[b].pid;
+			DistseqRange r = {blk.next, blk.end};
 			Datum		values[5];
 			bool		nulls[5] = {0};
 
-			if (pid == 0 || blk.gen != gen || blk.next >= blk.end)
+			/*
+			 * A block is read while its owner may be cutting the next one:
+			 * next and end of two different blocks, which could lie further
+			 * apart than the view's values_left counts, are no block.
+			 */
+			if (pid == 0 || blk.gen != gen || r.lo >= r.hi ||
+				(uint64) r.hi - (uint64) r.lo > (uint64) seq->block_size)
 				continue;
 			values[0] = Int32GetDatum(pid);
 			values[1] = ObjectIdGetDatum(relid);
 			values[2] = Int64GetDatum((int64) gen);
-			values[3] = Int64GetDatum(VALUE_OF(*seq, blk.next));
-			values[4] = Int64GetDatum(VALUE_OF(*seq, blk.end - 1) + 1);
+			range_values(seq, r, &values[3], &nulls[3]);
 			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 		}
 	}
