@@ -74,6 +74,11 @@
 	pstmt, queryString, context, params, queryEnv, dest, qc
 #endif
 
+/* a function that does not return: placed before the declaration */
+#ifndef pg_noreturn
+#define pg_noreturn pg_attribute_noreturn()
+#endif
+
 /* a random number in [0, 1) */
 #if PG_VERSION_NUM >= 150000
 #include "common/pg_prng.h"

@@ -39,6 +39,7 @@
 #include "postgres.h"
 
 #include "distseq.h"
+#include "compat.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -107,10 +108,10 @@ struct DistseqRemoteResult
 
 static HTAB *remote_conns = NULL;
 
-static void remote_report(RemoteConn *rc, PGresult *res, const char *sql)
-			pg_attribute_noreturn();
-static void remote_bad_answer(RemoteConn *rc, const char *sql, const char *why)
-			pg_attribute_noreturn();
+pg_noreturn static void remote_report(RemoteConn *rc, PGresult *res,
+									  const char *sql);
+pg_noreturn static void remote_bad_answer(RemoteConn *rc, const char *sql,
+										  const char *why);
 
 /* libpq options a server may set, and those a user mapping may set */
 static const char *const server_options[] = {
