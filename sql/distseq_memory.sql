@@ -3,10 +3,14 @@
 -- sequence entry (distseq.max_sequences of them), plus 8 + 32 bytes per
 -- sequence entry for each backend slot (MaxBackends of them).
 --
+-- MaxBackends: connections, autovacuum workers, background workers, WAL
+-- senders and special workers (the autovacuum launcher; from 18 on,
+-- autovacuum_worker_slots and the slot sync worker too).
 WITH settings AS (
 	SELECT current_setting('distseq.max_sequences')::bigint AS sequences,
 		   current_setting('max_connections')::bigint
-		   + current_setting('autovacuum_max_workers')::bigint + 1
+		   + coalesce(current_setting('autovacuum_worker_slots', true)::bigint + 2,
+					  current_setting('autovacuum_max_workers')::bigint + 1)
 		   + current_setting('max_worker_processes')::bigint
 		   + current_setting('max_wal_senders')::bigint AS backends
 )
