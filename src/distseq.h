@@ -157,14 +157,16 @@ extern int64 distseq_room(int64 top, int64 last, int64 size);
 #define DISTSEQ_MAX_OPEN_WINDOWS	1000
 
 /*
- * A backend's block for one sequence: slots next .. end - 1.  user_xact and
- * waited_xact are the handshake with DROP described in inuse.c.
+ * A backend's block for one sequence: slots next .. end - 1, cut from the
+ * entry that carried identity (the backend's database, relid, gen).  user_xact
+ * and waited_xact are the handshake with DROP described in inuse.c.
  */
 typedef struct DistseqBlock
 {
 	uint64		gen;			/* sequence generation; 0 = empty */
 	int64		next;
 	int64		end;
+	Oid			relid;			/* the sequence's relation */
 	LocalTransactionId user_xact;	/* last transaction of ours using it
 									 * without a lock */
 	LocalTransactionId waited_xact; /* ... that a dropper waits for */
