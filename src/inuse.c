@@ -36,6 +36,9 @@
  *
  * Entries are created only by backends that hold the lock (nextval.c), so a
  * dropper, which holds AccessExclusiveLock, sees every entry of its relation.
+ * It reads only the blocks of backends of its own database (a backend's
+ * database is set before its first block is used, with a write barrier):
+ * no drop waits for a transaction in another database.
  * The drop state goes back to 0 when the dropping (sub)transaction ends,
  * after its invalidations are sent, if it is still the dropper's own: it
  * carries the dropper's pid, and when a transaction ends its locks are gone
@@ -264,6 +267,10 @@ inuse_drop_relation(Oid relid)
 			LocalTransactionId lxid = blk->user_xact;
 
 			if (b == me || !LocalTransactionIdIsValid(lxid))
+				continue;
+			/* never a user in another database, whatever its slot held */
+			pg_read_barrier();
+			if (Distseq->backends[b].dboid != MyDatabaseId)
 				continue;
 			blk->waited_xact = lxid;
 			DISTSEQ_SET_VXID(waits[nwaits], b, lxid);

@@ -336,6 +336,8 @@ distseq_backend_attach(void)
 	}
 	Distseq->backends[slot].dboid = MyDatabaseId;
 	Distseq->backends[slot].pid = MyProcPid;
+	/* before any block of ours says we use a sequence (inuse.c) */
+	pg_write_barrier();
 	before_shmem_exit(distseq_backend_detach, 0);
 	backend_attached = true;
 }
