@@ -85,5 +85,4 @@ _PG_init(void)
 
 	distseq_shmem_init();
 	distseq_inuse_init();
-	distseq_worker_init();
 }

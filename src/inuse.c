@@ -49,6 +49,10 @@
  * behind; a user holding AccessShareLock knows that no drop is under way and
  * clears it (distseq_drop_state_clear).
  *
+ * The object access hook that sees drops of relations also hands drops of
+ * databases to worker.c (distseq_worker_drop_database): one hook, which every
+ * function call in the server passes through.
+ *
  * Locking: user_xact is written only by the block's owner, waited_xact and
  * the drop state only by a dropper, which holds AccessExclusiveLock on the
  * relation (so there is one at a time), DistseqShared->lock in shared mode
@@ -66,6 +70,7 @@
 #include "access/xact.h"
 #include "catalog/objectaccess.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_database.h"
 #include "miscadmin.h"
 #include "storage/lock.h"
 #include "utils/inval.h"
@@ -300,9 +305,14 @@ inuse_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 	if (prev_object_access_hook)
 		prev_object_access_hook(access, classId, objectId, subId, arg);
 
-	if (access == OAT_DROP && classId == RelationRelationId && subId == 0 &&
-		Distseq != NULL)
-		inuse_drop_relation(objectId);
+	/* every function call passes here: one test for all of them */
+	if (access == OAT_DROP && Distseq != NULL)
+	{
+		if (classId == RelationRelationId && subId == 0)
+			inuse_drop_relation(objectId);
+		else if (classId == DatabaseRelationId)
+			distseq_worker_drop_database(objectId);
+	}
 }
 
 /*

@@ -270,8 +270,9 @@ distseq_seq_attach(Oid relid, uint64 gen, const char *name,
 }
 
 /*
- * Forget every entry of a database that is about to be dropped.  Its worker
- * has already written its pools back.
+ * Forget every entry of a database whose drop has committed (worker.c).
+ * Nobody is connected to it any more, so no block of its entries is left:
+ * what the pools hold goes with the catalog.
  */
 void
 distseq_forget_database(Oid dboid)
