@@ -111,7 +111,6 @@ _PG_init(void)
 
 	distseq_shmem_init();
 	distseq_inuse_init();
-	distseq_worker_init();
 
 	prev_ProcessUtility = ProcessUtility_hook;
 	ProcessUtility_hook = distseq_ProcessUtility;

@@ -157,14 +157,16 @@ extern int64 distseq_room(int64 top, int64 last, int64 size);
 #define DISTSEQ_MAX_OPEN_WINDOWS	1000
 
 /*
- * A backend's block for one sequence: slots next .. end - 1.  user_xact and
- * waited_xact are the handshake with DROP described in inuse.c.
+ * A backend's block for one sequence: slots next .. end - 1, cut from the
+ * entry that carried identity (the backend's database, relid, gen).  user_xact
+ * and waited_xact are the handshake with DROP described in inuse.c.
  */
 typedef struct DistseqBlock
 {
 	uint64		gen;			/* sequence generation; 0 = empty */
 	int64		next;
 	int64		end;
+	Oid			relid;			/* the sequence's relation */
 	LocalTransactionId user_xact;	/* last transaction of ours using it
 									 * without a lock */
 	LocalTransactionId waited_xact; /* ... that a dropper waits for */
@@ -182,8 +184,12 @@ typedef struct DistseqDbWorker
 {
 	Oid			dboid;			/* InvalidOid = free */
 	bool		registered;		/* a worker is registered with postmaster */
-	bool		stop;			/* exit for good, the database goes away */
+	bool		stop;			/* exit for good, the database is gone */
+	uint8		connect_failures;	/* workers that failed to connect, in
+									 * a row */
 	int			pid;			/* running worker, 0 if none */
+	int			dropper;		/* pid of a backend dropping the database:
+								 * the worker stays out until it is done */
 	Latch	   *latch;
 
 	/* distseq_maintain() asks for an agent pass and waits for its end */
@@ -336,9 +342,8 @@ extern void distseq_agent_run(bool afresh);
 extern bool distseq_worker_stopping(void);
 extern void distseq_xact_begin(void);
 extern void distseq_xact_commit(void);
-extern void distseq_worker_init(void);
+extern void distseq_worker_drop_database(Oid dboid);
 extern void distseq_worker_wake(Oid dboid);
-extern void distseq_worker_stop(Oid dboid);
 extern void distseq_worker_agent_pass(Oid dboid);
 extern void distseq_worker_serve_refills(void);
 extern void distseq_worker_change(Oid dboid, char op, const char *server_name,

@@ -36,6 +36,9 @@
  *
  * Entries are created only by backends that hold the lock (nextval.c), so a
  * dropper, which holds AccessExclusiveLock, sees every entry of its relation.
+ * It reads only the blocks of backends of its own database (a backend's
+ * database is set before its first block is used, with a write barrier):
+ * no drop waits for a transaction in another database.
  * The drop state goes back to 0 when the dropping (sub)transaction ends,
  * after its invalidations are sent, if it is still the dropper's own: it
  * carries the dropper's pid, and when a transaction ends its locks are gone
@@ -45,6 +48,10 @@
  * they would for a native sequence.  If it rolls back, the state is left
  * behind; a user holding AccessShareLock knows that no drop is under way and
  * clears it (distseq_drop_state_clear).
+ *
+ * The object access hook that sees drops of relations also hands drops of
+ * databases to worker.c (distseq_worker_drop_database): one hook, which every
+ * function call in the server passes through.
  *
  * Locking: user_xact is written only by the block's owner, waited_xact and
  * the drop state only by a dropper, which holds AccessExclusiveLock on the
@@ -63,6 +70,7 @@
 #include "access/xact.h"
 #include "catalog/objectaccess.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_database.h"
 #include "miscadmin.h"
 #include "storage/lock.h"
 #include "utils/inval.h"
@@ -265,6 +273,10 @@ inuse_drop_relation(Oid relid)
 
 			if (b == me || !LocalTransactionIdIsValid(lxid))
 				continue;
+			/* never a user in another database, whatever its slot held */
+			pg_read_barrier();
+			if (Distseq->backends[b].dboid != MyDatabaseId)
+				continue;
 			blk->waited_xact = lxid;
 			DISTSEQ_SET_VXID(waits[nwaits], b, lxid);
 			nwaits++;
@@ -293,9 +305,14 @@ inuse_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 	if (prev_object_access_hook)
 		prev_object_access_hook(access, classId, objectId, subId, arg);
 
-	if (access == OAT_DROP && classId == RelationRelationId && subId == 0 &&
-		Distseq != NULL)
-		inuse_drop_relation(objectId);
+	/* every function call passes here: one test for all of them */
+	if (access == OAT_DROP && Distseq != NULL)
+	{
+		if (classId == RelationRelationId && subId == 0)
+			inuse_drop_relation(objectId);
+		else if (classId == DatabaseRelationId)
+			distseq_worker_drop_database(objectId);
+	}
 }
 
 /*

@@ -162,6 +162,7 @@ distseq_pool_next_block(DistseqSeq *seq, uint64 gen, int64 after,
 
 		if (got)
 		{
+			block->relid = seq->relid;
 			block->gen = gen;
 			if (sleeping)
 				seq->wait_ms += (double) (GetCurrentTimestamp() - start) / 1000.0;
@@ -240,7 +241,12 @@ distseq_pool_next_block(DistseqSeq *seq, uint64 gen, int64 after,
 	}
 }
 
-/* Take back the unused rest of a backend's block */
+/*
+ * Take back the unused rest of a block of this backend.  Only into the pool
+ * it was cut from: a generation alone is no identity, CREATE DATABASE ...
+ * TEMPLATE and pg_restore copy it, and the entry may have been freed and
+ * taken by the copy meanwhile.
+ */
 void
 distseq_pool_return_block(DistseqSeq *seq, DistseqBlock *block)
 {
@@ -252,7 +258,7 @@ distseq_pool_return_block(DistseqSeq *seq, DistseqBlock *block)
 	r.hi = block->end;
 
 	LWLockAcquire(seq->lock, LW_EXCLUSIVE);
-	if (pg_atomic_read_u64(&seq->gen) == block->gen)
+	if (distseq_seq_is(seq, MyDatabaseId, block->relid, block->gen))
 	{
 		seq->issued -= RANGE_SIZE(r);
 		pool_add_fragment(seq, r);

@@ -270,8 +270,9 @@ distseq_seq_attach(Oid relid, uint64 gen, const char *name,
 }
 
 /*
- * Forget every entry of a database that is about to be dropped.  Its worker
- * has already written its pools back.
+ * Forget every entry of a database whose drop has committed (worker.c).
+ * Nobody is connected to it any more, so no block of its entries is left:
+ * what the pools hold goes with the catalog.
  */
 void
 distseq_forget_database(Oid dboid)
@@ -336,6 +337,8 @@ distseq_backend_attach(void)
 	}
 	Distseq->backends[slot].dboid = MyDatabaseId;
 	Distseq->backends[slot].pid = MyProcPid;
+	/* before any block of ours says we use a sequence (inuse.c) */
+	pg_write_barrier();
 	before_shmem_exit(distseq_backend_detach, 0);
 	backend_attached = true;
 }

@@ -14,12 +14,40 @@
  * One worker per database and one flag per sequence keep at most one
  * refill per sequence in flight.
  *
- * When it is told to stop (SIGTERM, server shutdown, DROP DATABASE), the
- * worker first lets exiting backends hand their blocks back, then writes
- * every pool of its database back to the catalog, so that a clean restart
- * skips no value.  A value is always either in shared memory or unreserved
- * in the catalog, never both: segments are committed before they are
- * published, and removed from shared memory before they are written back.
+ * When it is told to stop (SIGTERM, server shutdown), the worker first lets
+ * exiting backends hand their blocks back, then writes every pool of its
+ * database back to the catalog, so that a clean restart skips no value.  A
+ * value is always either in shared memory or unreserved in the catalog,
+ * never both: segments are committed before they are published, and
+ * removed from shared memory before they are written back.
+ *
+ * DROP DATABASE.  The worker is connected to its database, so dropdb()'s
+ * check for other sessions (CountOtherDBBackends) would refuse the drop
+ * while it runs: it must leave.  But dropdb() can still fail after any
+ * point an extension can hook into before that check (the database is a
+ * template, in use, replicated...), and a failed drop must leave the
+ * database's sequences exactly as they were -- sessions of the database
+ * hold blocks of its entries, and an entry freed under them hands values
+ * out twice once it is taken again.  So the drop is split at its point of
+ * no return, the commit:
+ *
+ *	- The object access hook sees the drop (OAT_DROP of the database) once
+ *	  dropdb() holds the database's lock and has checked that the role may
+ *	  drop it: a role that may not never gets here.  It marks the worker's
+ *	  slot with its pid (dropper) and waits for the worker to disconnect.
+ *	- The worker exits at once and writes nothing back: if the drop fails,
+ *	  its pools must still be there, and if it succeeds they go with the
+ *	  catalog.  The postmaster starts it again a second later; the new one
+ *	  waits, not connected, for the drop to end.  Entries, pools and
+ *	  backends' blocks are not touched; sessions of the database draw on,
+ *	  and only wait for a refill while the drop runs (at most about 5 s,
+ *	  which dropdb() waits for other sessions to leave).
+ *	- If the drop fails, its transaction's abort clears the mark: the new
+ *	  worker connects and serves what the sessions asked for meanwhile.  If
+ *	  it commits, nobody is connected to the database (dropdb() checked, and
+ *	  its lock, held until after our callback, keeps newcomers out): only
+ *	  then are the database's entries freed and its worker told to exit for
+ *	  good (stop).
  *
  * DistseqShared->lock guards the DistseqDbWorker table.
  *
@@ -48,7 +76,7 @@
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
-#include "tcop/utility.h"
+#include "storage/procarray.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
@@ -60,7 +88,10 @@ static bool in_agent_pass = false;	/* refills are served between its steps */
 static bool worker_agent_pass(void);
 static void worker_serve(void);
 static DistseqDbWorker *my_worker = NULL;
-static ProcessUtility_hook_type prev_ProcessUtility = NULL;
+
+/* The database this backend's transaction is dropping, if any */
+static Oid	dropping_db = InvalidOid;
+static bool drop_callback_registered = false;
 
 /* Caller holds Distseq->lock */
 static DistseqDbWorker *
@@ -143,77 +174,107 @@ distseq_worker_wake(Oid dboid)
 	LWLockRelease(Distseq->lock);
 }
 
+/* Is the worker of a database connected to it? */
+static bool
+worker_connected(Oid dboid)
+{
+	DistseqDbWorker *w;
+	int			pid;
+	PGPROC	   *proc;
+
+	LWLockAcquire(Distseq->lock, LW_SHARED);
+	w = worker_find(dboid);
+	pid = w ? w->pid : 0;
+	LWLockRelease(Distseq->lock);
+	if (pid == 0)
+		return false;
+	/* a worker waiting to connect has no database yet */
+	proc = BackendPidGetProc(pid);
+	return proc != NULL && proc->databaseId == dboid;
+}
+
 /*
- * Make the worker of a database write its pools back and exit for good,
- * and forget the database's entries; DROP DATABASE calls this first.
+ * The end of a transaction that went past the permission check of DROP
+ * DATABASE.  Runs before the transaction's locks are released.
+ */
+static void
+worker_drop_end(XactEvent event, void *arg)
+{
+	Oid			dboid = dropping_db;
+	DistseqDbWorker *w;
+
+	/* a prepared drop (dropdb() called by a function, say) counts as failed */
+	if (!OidIsValid(dboid) ||
+		(event != XACT_EVENT_COMMIT && event != XACT_EVENT_ABORT &&
+		 event != XACT_EVENT_PREPARE))
+		return;
+	dropping_db = InvalidOid;
+
+	LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
+	w = worker_find(dboid);
+	if (w != NULL && event == XACT_EVENT_COMMIT)
+	{
+		/*
+		 * The database is gone: free the slot now, or when the process in it
+		 * exits.  A worker the postmaster starts again finds no slot and
+		 * exits for good.
+		 */
+		if (w->pid == 0)
+			w->dboid = InvalidOid;
+		else
+			w->stop = true;
+	}
+	if (w != NULL && w->dropper == MyProcPid)
+	{
+		w->dropper = 0;
+		if (w->latch)
+			SetLatch(w->latch);
+	}
+	LWLockRelease(Distseq->lock);
+
+	if (event == XACT_EVENT_COMMIT)
+		distseq_forget_database(dboid);
+}
+
+/*
+ * DROP DATABASE passed its permission check and holds the database's lock
+ * (OAT_DROP of the database, from inuse.c's object access hook): make the
+ * database's worker disconnect, leaving everything else as it is.
  */
 void
-distseq_worker_stop(Oid dboid)
+distseq_worker_drop_database(Oid dboid)
 {
-	for (int i = 0; i < 1000; i++)
+	DistseqDbWorker *w;
+
+	if (!drop_callback_registered)
 	{
-		DistseqDbWorker *w;
+		RegisterXactCallback(worker_drop_end, NULL);
+		drop_callback_registered = true;
+	}
+	dropping_db = dboid;
 
-		LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
-		w = worker_find(dboid);
-		if (w && !w->registered && w->pid == 0)
-			w->dboid = InvalidOid;
-		else if (w)
-		{
-			w->stop = true;
-			if (w->latch)
-				SetLatch(w->latch);
-		}
-		LWLockRelease(Distseq->lock);
-		if (w == NULL || w->dboid == InvalidOid)
-			break;
+	LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
+	w = worker_find(dboid);
+	if (w != NULL)
+	{
+		w->dropper = MyProcPid;
+		if (w->latch)
+			SetLatch(w->latch);
+	}
+	LWLockRelease(Distseq->lock);
 
+	/*
+	 * It leaves between two refills.  One that takes long (a synchronous
+	 * standby that does not answer) makes dropdb() fail, as any session
+	 * would.
+	 */
+	for (int i = 0; i < 1000 && worker_connected(dboid); i++)
+	{
 		CHECK_FOR_INTERRUPTS();
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 10L, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 	}
-	distseq_forget_database(dboid);
-}
-
-#if PG_VERSION_NUM >= 140000
-#define UTILITY_ARGS \
-	pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc
-static void
-distseq_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
-					   bool readOnlyTree, ProcessUtilityContext context,
-					   ParamListInfo params, QueryEnvironment *queryEnv,
-					   DestReceiver *dest, QueryCompletion *qc)
-#else
-#define UTILITY_ARGS \
-	pstmt, queryString, context, params, queryEnv, dest, qc
-static void
-distseq_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
-					   ProcessUtilityContext context,
-					   ParamListInfo params, QueryEnvironment *queryEnv,
-					   DestReceiver *dest, QueryCompletion *qc)
-#endif
-{
-	if (IsA(pstmt->utilityStmt, DropdbStmt) && Distseq != NULL)
-	{
-		Oid			dboid = get_database_oid(((DropdbStmt *) pstmt->utilityStmt)->dbname,
-											 true);
-
-		if (OidIsValid(dboid))
-			distseq_worker_stop(dboid);
-	}
-
-	if (prev_ProcessUtility)
-		prev_ProcessUtility(UTILITY_ARGS);
-	else
-		standard_ProcessUtility(UTILITY_ARGS);
-}
-
-void
-distseq_worker_init(void)
-{
-	prev_ProcessUtility = ProcessUtility_hook;
-	ProcessUtility_hook = distseq_ProcessUtility;
 }
 
 /*
@@ -239,7 +300,8 @@ distseq_xact_commit(void)
 bool
 distseq_worker_stopping(void)
 {
-	return got_sigterm || (my_worker != NULL && my_worker->stop);
+	return got_sigterm ||
+		(my_worker != NULL && (my_worker->stop || my_worker->dropper != 0));
 }
 
 static void
@@ -1103,11 +1165,51 @@ worker_wait_for_backends(void)
 	}
 }
 
+/* Exit, and do not let the postmaster start us again */
+static void
+worker_exit_for_good(void)
+{
+	LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
+	my_worker->registered = false;
+	LWLockRelease(Distseq->lock);
+	proc_exit(0);
+}
+
+/*
+ * A worker started while its database is being dropped waits, not
+ * connected, for the drop to end: connecting would wait for the drop's
+ * lock anyway, and fail if the drop commits.
+ */
+static void
+worker_wait_for_drop(void)
+{
+	for (;;)
+	{
+		bool		stop;
+		bool		dropping;
+
+		LWLockAcquire(Distseq->lock, LW_SHARED);
+		stop = my_worker->stop;
+		dropping = my_worker->dropper != 0;
+		LWLockRelease(Distseq->lock);
+		if (stop)
+			worker_exit_for_good();
+		if (!dropping)
+			return;
+		if (got_sigterm)
+			proc_exit(1);
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 1000L, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+	}
+}
+
 void
 distseq_worker_main(Datum main_arg)
 {
 	Oid			dboid = DatumGetObjectId(main_arg);
 	bool		stop;
+	bool		dropping;
 
 	pqsignal(SIGTERM, worker_sigterm);
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -1129,7 +1231,27 @@ distseq_worker_main(Datum main_arg)
 	LWLockRelease(Distseq->lock);
 	before_shmem_exit(worker_detach, (Datum) 0);
 
+	worker_wait_for_drop();
+
+	/*
+	 * A database nobody can connect to -- left invalid by a drop that failed
+	 * past its point of no return, say -- would have us started again every
+	 * second for good: after a few failures in a row, exit for good, until
+	 * a session of the database asks for a refill.
+	 */
+	LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
+	if (my_worker->connect_failures >= 3)
+		my_worker->stop = true;
+	else
+		my_worker->connect_failures++;
+	stop = my_worker->stop;
+	LWLockRelease(Distseq->lock);
+	if (stop)
+		worker_exit_for_good();
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
+	LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
+	my_worker->connect_failures = 0;
+	LWLockRelease(Distseq->lock);
 
 	/* a reservation must be durable before any of its values is used */
 	if (synchronous_commit < SYNCHRONOUS_COMMIT_REMOTE_FLUSH)
@@ -1153,10 +1275,16 @@ distseq_worker_main(Datum main_arg)
 		else
 			worker_maybe_run_agent();
 
+		/*
+		 * The database is being dropped: leave it as it is.  The postmaster
+		 * starts us again, and we wait for the drop to end.
+		 */
 		LWLockAcquire(Distseq->lock, LW_SHARED);
-		stop = my_worker->stop;
+		dropping = my_worker->dropper != 0;
 		LWLockRelease(Distseq->lock);
-		if (got_sigterm || stop)
+		if (dropping)
+			proc_exit(1);
+		if (got_sigterm)
 			break;
 
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
@@ -1175,13 +1303,6 @@ distseq_worker_main(Datum main_arg)
 	worker_wait_for_backends();
 	worker_write_back();
 
-	if (stop)
-	{
-		LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
-		my_worker->registered = false;
-		LWLockRelease(Distseq->lock);
-		proc_exit(0);
-	}
 	/* exit code 1: the postmaster starts us again unless it is shutting down */
 	proc_exit(1);
 }
