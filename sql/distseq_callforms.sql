@@ -241,6 +241,107 @@ DROP FUNCTION hint_p_fn();
 SELECT distseq_drop('p');
 SELECT distseq_drop('q');
 
+--
+-- Names the per-call comparison must tell apart: one a prefix of another,
+-- 63-byte names that differ in their last byte only, and names stored
+-- compressed or out of line, at one call site each (a column, a prefix
+-- operator, a PL/pgSQL variable).  Ranges: cf_p 5,000,000s, cf_pq
+-- 6,000,000s, l...1 7,000,000s, l...2 8,000,000s.
+--
+SELECT distseq_create('cf_p', block_size => 10, start_value => 5000000, max_value => 5999999);
+SELECT distseq_create('cf_pq', block_size => 10, start_value => 6000000, max_value => 6999999);
+SELECT distseq_create(repeat('l', 62) || '1', block_size => 10, start_value => 7000000, max_value => 7999999);
+SELECT distseq_create(repeat('l', 62) || '2', block_size => 10, start_value => 8000000, max_value => 8999999);
+CREATE FUNCTION cf_edge_want(n text) RETURNS int
+LANGUAGE sql IMMUTABLE AS $$
+	SELECT CASE n WHEN 'cf_p' THEN 5 WHEN 'cf_pq' THEN 6
+		WHEN repeat('l', 62) || '1' THEN 7 WHEN repeat('l', 62) || '2' THEN 8 END
+$$;
+-- n and pad can be neither compressed nor moved, so the row is made to fit
+-- by moving n_ext out of line and compressing n_main
+CREATE TABLE cf_edge (i int, n text, n_main text, n_ext text, pad text);
+ALTER TABLE cf_edge ALTER COLUMN n SET STORAGE PLAIN,
+	ALTER COLUMN n_main SET STORAGE MAIN, ALTER COLUMN n_ext SET STORAGE EXTERNAL,
+	ALTER COLUMN pad SET STORAGE PLAIN;
+INSERT INTO cf_edge
+SELECT i, n, n, n, repeat('x', 2100)
+FROM unnest(ARRAY['cf_p', 'cf_pq', repeat('l', 62) || '1', repeat('l', 62) || '2',
+				  'cf_pq', 'cf_p', repeat('l', 62) || '2', repeat('l', 62) || '1'])
+	 WITH ORDINALITY AS u(n, i);
+SELECT i, octet_length(n) AS len, pg_column_compression(n_main) AS main,
+	   pg_column_size(n_ext) < octet_length(n_ext) + 1 AS ext_out_of_line
+FROM cf_edge ORDER BY i;
+CREATE OPERATOR @> (RIGHTARG = text, FUNCTION = distseq_nextval);
+CREATE TABLE cf_edge_got (form text, i int, n text, v bigint);
+INSERT INTO cf_edge_got SELECT 'column', i, n, distseq_nextval(n) FROM cf_edge ORDER BY i;
+INSERT INTO cf_edge_got SELECT 'column compressed', i, n_main, distseq_nextval(n_main) FROM cf_edge ORDER BY i;
+INSERT INTO cf_edge_got SELECT 'column out of line', i, n_ext, distseq_nextval(n_ext) FROM cf_edge ORDER BY i;
+INSERT INTO cf_edge_got SELECT 'operator', i, n, @> n FROM cf_edge ORDER BY i;
+DO $$
+DECLARE
+	r record;
+	v bigint;
+BEGIN
+	FOR r IN SELECT i, n FROM cf_edge ORDER BY i LOOP
+		v := distseq_nextval(r.n);
+		INSERT INTO cf_edge_got VALUES ('plpgsql variable', r.i, r.n, v);
+	END LOOP;
+END
+$$;
+SELECT form, count(*) AS calls,
+	   bool_and(v / 1000000 = cf_edge_want(n)) AS from_named_sequence
+FROM cf_edge_got GROUP BY form ORDER BY form;
+-- a row listed here drew from another sequence
+SELECT form, i, n, v FROM cf_edge_got WHERE v / 1000000 <> cf_edge_want(n);
+
+-- A role change between two calls of one call site in one transaction,
+-- the site constant-named or not: the privilege is checked for the new
+-- role (the name stays the same, so only the role can send the second
+-- call to the privilege check)
+CREATE FUNCTION cf_become(r text) RETURNS text
+LANGUAGE sql AS $$ SELECT set_config('role', r, true) $$;
+BEGIN;
+SELECT g, cf_become(CASE g WHEN 1 THEN 'none' ELSE 'regress_cf_user' END) AS role,
+	   distseq_nextval('cf_c') > 0 AS drew
+FROM generate_series(1, 2) g;
+ROLLBACK;
+BEGIN;
+SELECT g, cf_become(CASE g WHEN 1 THEN 'none' ELSE 'regress_cf_user' END) AS role,
+	   distseq_nextval(n) > 0 AS drew
+FROM generate_series(1, 2) g, (VALUES ('cf_c')) s(n);
+ROLLBACK;
+DO $$
+DECLARE
+	n text := 'cf_c';
+	v bigint;
+	who text := 'superuser';
+BEGIN
+	FOR i IN 1..2 LOOP
+		BEGIN
+			v := distseq_nextval('cf_c');
+			RAISE WARNING 'constant site, %: drew', who;
+		EXCEPTION WHEN insufficient_privilege THEN
+			RAISE WARNING 'constant site, %: %', who, SQLERRM;
+		END;
+		BEGIN
+			v := distseq_nextval(n);
+			RAISE WARNING 'variable site, %: drew', who;
+		EXCEPTION WHEN insufficient_privilege THEN
+			RAISE WARNING 'variable site, %: %', who, SQLERRM;
+		END;
+		who := set_config('role', 'regress_cf_user', true);
+	END LOOP;
+END
+$$;
+RESET ROLE;
+DROP OPERATOR @> (NONE, text);
+DROP TABLE cf_edge, cf_edge_got;
+DROP FUNCTION cf_edge_want, cf_become;
+SELECT distseq_drop('cf_p');
+SELECT distseq_drop('cf_pq');
+SELECT distseq_drop(repeat('l', 62) || '1');
+SELECT distseq_drop(repeat('l', 62) || '2');
+
 DROP VIEW cf_view, cf_view_c;
 DROP TABLE cf_log, cf_names, cf_names_c, cf_names_nope, cf_trig, cf_copy,
 	cf_default, cf_rule;

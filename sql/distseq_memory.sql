@@ -19,3 +19,26 @@ SELECT a.size = 40 + 2096 * s.sequences + (8 + 40 * s.sequences) * s.backends
 	   a.size < 1024 * 1024 AS under_a_megabyte
 FROM pg_shmem_allocations a, settings s
 WHERE a.name = 'distseq';
+
+--
+-- A backend keeps an entry for each sequence it used, not for each name it
+-- was asked for: a stream of names that do not exist, through nextval and
+-- currval, leaves its table of sequences small.
+--
+DO $$
+BEGIN
+	FOR i IN 1..10000 LOOP
+		BEGIN
+			IF i % 2 = 0 THEN
+				PERFORM distseq_nextval('regress_no_such_' || i);
+			ELSE
+				PERFORM distseq_currval('regress_no_such_' || i);
+			END IF;
+		EXCEPTION WHEN undefined_object THEN
+			NULL;
+		END;
+	END LOOP;
+END
+$$;
+SELECT total_bytes < 64 * 1024 AS backend_table_small
+FROM pg_backend_memory_contexts WHERE name = 'distseq local sequences';

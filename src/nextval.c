@@ -94,10 +94,11 @@ struct LocalSeq
 
 /*
  * The LocalSeq an expression resolved to last time, so that a statement
- * executed again finds it without hashing the name.  Entries of local_seqs
- * are never removed, so the pointer stays good; the expression may have
- * been freed and its memory reused by another one, so it is only a hint:
- * the name is always compared, and nothing else is taken from it.
+ * executed again finds it without hashing the name.  An entry of
+ * local_seqs is removed only by local_not_found(), which clears the hints
+ * that point to it, so the pointer stays good; the expression may have been
+ * freed and its memory reused by another one, so it is only a hint: the
+ * name is always compared, and nothing else is taken from it.
  */
 typedef struct SiteHint
 {
@@ -375,6 +376,36 @@ site_name_is_constant(FmgrInfo *flinfo)
 }
 
 /*
+ * The name is not a distseq sequence: report it, and forget its entry if
+ * nothing but a site hint may point to it, so that a session asking for
+ * ever new names that do not exist does not grow the table without bound.
+ * fn_extra only ever points to attached entries.
+ */
+static pg_attribute_noreturn() void
+local_not_found(LocalSeq *ls)
+{
+	char		name[NAMEDATALEN];
+
+	strlcpy(name, ls->name, NAMEDATALEN);
+	if (ls->seq == NULL)
+	{
+		for (int i = 0; i < SITE_HINTS; i++)
+		{
+			if (site_hints[i].ls == ls)
+			{
+				site_hints[i].expr = NULL;
+				site_hints[i].ls = NULL;
+			}
+		}
+		hash_search(local_seqs, name, HASH_REMOVE, NULL);
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_OBJECT),
+			 errmsg("distseq sequence \"%s\" does not exist", name),
+			 errhint("Create it with distseq_create().")));
+}
+
+/*
  * Keep the sequence from being dropped under us without a lock, if this
  * backend has its entry already (entries are attached only under the lock,
  * which inuse.c relies on).
@@ -442,10 +473,7 @@ local_prepare(LocalSeq *ls, AclMode mode)
 			DistseqDef	def;
 
 			if (!distseq_catalog_lookup(ls->name, &def))
-				ereport(ERROR,
-						(errcode(ERRCODE_UNDEFINED_OBJECT),
-						 errmsg("distseq sequence \"%s\" does not exist", ls->name),
-						 errhint("Create it with distseq_create().")));
+				local_not_found(ls);
 			ls->relid = def.relid;
 			ls->gen = def.gen;
 			ls->def = def;
