@@ -381,7 +381,7 @@ site_name_is_constant(FmgrInfo *flinfo)
  * ever new names that do not exist does not grow the table without bound.
  * fn_extra only ever points to attached entries.
  */
-static pg_attribute_noreturn() void
+pg_noreturn static void
 local_not_found(LocalSeq *ls)
 {
 	char		name[NAMEDATALEN];
