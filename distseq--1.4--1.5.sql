@@ -67,6 +67,27 @@ ALTER TABLE @extschema@.distseq_change SET SCHEMA distseq;
 ALTER FUNCTION @extschema@.distseq_fdw_validator(text[], oid) SET SCHEMA distseq;
 ALTER FUNCTION @extschema@.distseq_on_drop() SET SCHEMA distseq;
 
+-- The functions peers call, with the rights of the extension's owner, as
+-- the role of a user mapping (a superuser, often): a peer names them with
+-- their schema, which must not be one that the database's owner may rename
+-- and fill with look-alikes, or create overloads in that a call with
+-- untyped parameters would pick.
+ALTER FUNCTION @extschema@.distseq_peer_state() SET SCHEMA distseq;
+ALTER FUNCTION @extschema@.distseq_peer_hwm(text) SET SCHEMA distseq;
+ALTER FUNCTION @extschema@.distseq_peer_cas(text, bigint, bigint, bigint, bigint) SET SCHEMA distseq;
+ALTER FUNCTION @extschema@.distseq_peer_epoch_cas(bigint, bigint, bigint, bigint, bigint[], bigint, bigint)
+	SET SCHEMA distseq;
+ALTER FUNCTION @extschema@.distseq_peer_join(bigint, bigint, bigint[], bigint, bigint) SET SCHEMA distseq;
+ALTER FUNCTION @extschema@.distseq_peer_revert(bigint, bigint) SET SCHEMA distseq;
+ALTER FUNCTION @extschema@.distseq_peer_decided(bigint, bigint, bigint) SET SCHEMA distseq;
+ALTER FUNCTION @extschema@.distseq_peer_marks(bigint, bigint) SET SCHEMA distseq;
+ALTER FUNCTION @extschema@.distseq_peer_activate(bigint, bigint, bigint, bigint, bigint[], text[], bigint[], bigint)
+	SET SCHEMA distseq;
+ALTER FUNCTION @extschema@.distseq_peer_sequences() SET SCHEMA distseq;
+ALTER FUNCTION @extschema@.distseq_peer_create(text, integer, bigint, bigint, bigint, integer, bigint)
+	SET SCHEMA distseq;
+ALTER FUNCTION @extschema@.distseq_peer_reserve(text, bigint) SET SCHEMA distseq;
+
 -- The event trigger's function reads the tables where they are now.
 CREATE OR REPLACE FUNCTION distseq.distseq_on_drop()
 RETURNS event_trigger
@@ -163,3 +184,15 @@ JOIN distseq.distseq_sequences s
 	   ON b.seqrel OPERATOR(pg_catalog.=) s.seqrel::pg_catalog.oid
 	  AND b.generation OPERATOR(pg_catalog.=) s.generation
 WHERE pg_catalog.has_sequence_privilege(s.seqrel::pg_catalog.oid, 'SELECT, USAGE, UPDATE'::pg_catalog.text);
+
+-- What distseq_peers shows of this node: its open windows and shortest
+-- runway, as distseq_status shows them to the caller.  Peers read them here
+-- rather than in the view, whose schema the database's owner may rename:
+-- the body is bound to the view when it is created, not looked up by name.
+CREATE FUNCTION distseq.distseq_peer_runway(OUT open_windows numeric, OUT runway_seconds numeric)
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+BEGIN ATOMIC
+	SELECT pg_catalog.sum(s.open_windows), pg_catalog.min(s.runway_seconds)
+	FROM @extschema@.distseq_status s;
+END;

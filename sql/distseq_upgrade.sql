@@ -44,6 +44,7 @@ SELECT count(*) AS drawn, count(DISTINCT v) AS distinct_values FROM seen;
 CREATE ROLE regress_ds_up;
 GRANT USAGE ON SEQUENCE distseq.upgraded TO regress_ds_up;
 GRANT EXECUTE ON FUNCTION distseq_rejoin(text) TO regress_ds_up;
+GRANT EXECUTE ON FUNCTION distseq_peer_state() TO regress_ds_up;
 GRANT SELECT ON distseq_windows TO regress_ds_up;
 CREATE TEMP TABLE before_15 AS
 SELECT max(v) AS top FROM seen;
@@ -84,6 +85,9 @@ SELECT has_table_privilege('regress_ds_up', 'distseq.distseq_windows', 'SELECT')
        has_function_privilege('regress_ds_up', 'distseq_rejoin(text)', 'EXECUTE') AS up_may_rejoin,
        has_function_privilege('public', 'distseq_rejoin(text)', 'EXECUTE') AS public_may_rejoin,
        has_sequence_privilege('regress_ds_up', 'distseq.upgraded', 'USAGE') AS up_uses_upgraded;
+SELECT has_function_privilege('regress_ds_up', 'distseq.distseq_peer_state()', 'EXECUTE') AS up_peer_state,
+       has_function_privilege('public', 'distseq.distseq_peer_state()', 'EXECUTE') AS public_peer_state,
+       has_function_privilege('public', 'distseq.distseq_peer_cas(text,bigint,bigint,bigint,bigint)', 'EXECUTE') AS public_peer_cas;
 SELECT unnest(extconfig)::regclass AS dumped, unnest(extcondition) AS condition
 FROM pg_extension WHERE extname = 'distseq' ORDER BY 1::text;
 
@@ -94,6 +98,9 @@ SELECT count(DISTINCT v) AS distinct_values, min(v) > (SELECT top FROM before_15
        (SELECT count(*) FROM after_15 a JOIN seen s USING (v)) AS repeated
 FROM after_15;
 SELECT stripes, stripe FROM distseq_status WHERE sequence_name = 'upgraded';
+-- what peers read of this node instead of the view
+SELECT open_windows = (SELECT sum(open_windows) FROM distseq_status) AS same_windows
+FROM distseq.distseq_peer_runway();
 SELECT count(*) AS block_rows FROM distseq_blocks WHERE sequence_name = 'upgraded';
 SELECT pending, proposer FROM distseq.distseq_node;
 -- the rejoin and the event trigger find the catalog where it is now
@@ -107,5 +114,6 @@ SELECT distseq_create('distseq_sequences_pkey');
 SELECT distseq_nextval('distseq_windows');
 
 REVOKE ALL ON FUNCTION distseq_rejoin(text) FROM regress_ds_up;
+REVOKE ALL ON FUNCTION distseq.distseq_peer_state() FROM regress_ds_up;
 DROP EXTENSION distseq CASCADE;
 DROP ROLE regress_ds_up;

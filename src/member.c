@@ -521,13 +521,21 @@ peer_probe(void *arg)
 {
 	PeerProbe  *p = arg;
 	RemoteConn *rc = distseq_peer_connect(p->peer);
+	const char *schema = distseq_remote_schema(rc);
+
+	/* from 1.5 on, not through the view: see distseq_peer_runway() */
 	PGresult   *res = distseq_remote_exec(rc,
-										  psprintf("SELECT n.epoch, array_length(n.members, 1),"
+										  psprintf(strcmp(schema, "distseq") == 0 ?
+												   "SELECT n.epoch, array_length(n.members, 1),"
+												   " r.open_windows, r.runway_seconds, n.pending"
+												   " FROM %1$s.distseq_peer_state() n,"
+												   " %1$s.distseq_peer_runway() r" :
+												   "SELECT n.epoch, array_length(n.members, 1),"
 												   " (SELECT sum(open_windows) FROM %1$s.distseq_status),"
 												   " (SELECT min(runway_seconds) FROM %1$s.distseq_status),"
 												   " (to_jsonb(n) ->> 'pending')::boolean"
 												   " FROM %1$s.distseq_peer_state() n",
-												   distseq_remote_schema(rc)),
+												   schema),
 										  0, NULL);
 
 	p->epoch = strtoll(PQgetvalue(res, 0, 0), NULL, 10);

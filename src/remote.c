@@ -44,7 +44,7 @@ typedef struct RemoteConn
 	Oid			serverid;		/* hash key */
 	PGconn	   *conn;
 	char		warning[256];	/* a WARNING the peer sent, or "" */
-	char		schema[NAMEDATALEN];	/* distseq's schema there */
+	char		schema[NAMEDATALEN];	/* of distseq's peer functions there */
 	char		name[NAMEDATALEN];	/* the foreign server's name */
 } RemoteConn;
 
@@ -387,6 +387,35 @@ timeout:
 	return NULL;				/* keep compiler quiet */
 }
 
+static void
+remote_lookup_schema(RemoteConn *rc)
+{
+	PGresult   *res;
+
+	res = distseq_remote_exec(rc,
+							  "SELECT pg_catalog.quote_ident(n.nspname)"
+							  " FROM pg_catalog.pg_extension e"
+							  " JOIN pg_catalog.pg_depend d ON d.refobjid = e.oid"
+							  "  AND d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass"
+							  "  AND d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass"
+							  "  AND d.deptype = 'e'"
+							  " JOIN pg_catalog.pg_proc p ON p.oid = d.objid"
+							  " JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace"
+							  " WHERE e.extname = 'distseq' AND p.proname = 'distseq_peer_state'",
+							  0, NULL);
+	if (PQntuples(res) != 1)
+	{
+		PQclear(res);
+		remote_drop(rc);
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("distseq is not installed on peer \"%s\"", rc->name),
+				 errhint("Run CREATE EXTENSION distseq in the database the server names.")));
+	}
+	strlcpy(rc->schema, PQgetvalue(res, 0, 0), NAMEDATALEN);
+	PQclear(res);
+}
+
 /*
  * The connection to a peer, made if needed, as the user mapping of "userid"
  * says.  The session there commits synchronously and names distseq's
@@ -423,30 +452,22 @@ distseq_remote_get(Oid serverid, Oid userid)
 		PQclear(res);
 		res = distseq_remote_exec(rc, "SET search_path = pg_catalog, pg_temp", 0, NULL);
 		PQclear(res);
-		res = distseq_remote_exec(rc,
-								  "SELECT pg_catalog.quote_ident(n.nspname)"
-								  " FROM pg_catalog.pg_extension e"
-								  " JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace"
-								  " WHERE e.extname = 'distseq'",
-								  0, NULL);
-		if (PQntuples(res) != 1)
-		{
-			PQclear(res);
-			remote_drop(rc);
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_OBJECT),
-					 errmsg("distseq is not installed on peer \"%s\"", rc->name),
-					 errhint("Run CREATE EXTENSION distseq in the database the server names.")));
-		}
-		strlcpy(rc->schema, PQgetvalue(res, 0, 0), NAMEDATALEN);
-		PQclear(res);
+		remote_lookup_schema(rc);
 	}
 	return rc;
 }
 
+/*
+ * The schema of the functions peers call there, quoted: distseq from 1.5
+ * on, which no role but the installing superuser can rename or create in.
+ * Before, the installation schema, which its owner may rename and fill with
+ * look-alikes: looked up again for each command, never kept.
+ */
 const char *
 distseq_remote_schema(RemoteConn *rc)
 {
+	if (strcmp(rc->schema, "distseq") != 0)
+		remote_lookup_schema(rc);
 	return rc->schema;
 }
 

@@ -219,7 +219,7 @@ $copy->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()') or die;
 my $state = $copy->safe_psql('postgres', 'SELECT epoch, epoch_id FROM distseq.distseq_node');
 my ($ep, $epid) = split /\|/, $state;
 ($ret, $out, $err) = $copy->psql('postgres',
-	"SELECT distseq_peer_cas('orders', $ep, $epid, 9223372036854775000, 9223372036854775001)");
+	"SELECT distseq.distseq_peer_cas('orders', $ep, $epid, 9223372036854775000, 9223372036854775001)");
 like($err, qr/this distseq node is a copy of a member/, 'a promoted copy of a member does not vote');
 ($ret, $out, $err) = $copy->psql('postgres', 'SELECT * FROM distseq_maintain()');
 like($err, qr/copy of a member|could not reach a majority/, 'nor allocates');

@@ -188,9 +188,9 @@ sql($_, 'SELECT count(*) FROM distseq_maintain()') for qw(a b);
 my ($epoch, $epoch_id, $a_id) = split /\|/,
   sql('a', 'SELECT epoch, epoch_id, node_id FROM distseq.distseq_node');
 $node{b}->safe_psql('postgres', qq(
-	SELECT distseq_peer_epoch_cas($epoch, $epoch_id, $epoch + 1, 12345,
+	SELECT distseq.distseq_peer_epoch_cas($epoch, $epoch_id, $epoch + 1, 12345,
 		(SELECT members FROM distseq.distseq_node), $a_id, (SELECT node_id FROM distseq.distseq_node))));
-is(sql('b', "SELECT distseq_peer_cas('orders', $epoch + 1, 12345, 9223372036854775000, 9223372036854775001)"),
+is(sql('b', "SELECT distseq.distseq_peer_cas('orders', $epoch + 1, 12345, 9223372036854775000, 9223372036854775001)"),
 	'f', 'a pending member refuses every compare-and-set');
 $node{b}->poll_query_until('postgres', 'SELECT NOT pending FROM distseq.distseq_node')
   or die 'b stayed pending';

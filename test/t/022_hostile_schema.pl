@@ -23,6 +23,9 @@
 #    ordinary role.
 # 3. A schema "distseq" prepared by the database owner before CREATE
 #    EXTENSION: CREATE EXTENSION refuses it.
+# 4. The attack of 2 by the owner of a peer's database, while another
+#    database's worker keeps a connection to it as a superuser and calls the
+#    functions peers call there; 5. the same with a peer still at 1.4.
 use strict;
 use warnings;
 
@@ -32,7 +35,12 @@ use Test::More;
 
 my $node = PostgreSQL::Test::Cluster->new('hostile_schema');
 $node->init;
-$node->append_conf('postgresql.conf', "shared_preload_libraries = 'distseq'");
+$node->append_conf('postgresql.conf', qq(
+shared_preload_libraries = 'distseq'
+distseq.agent_interval = '200ms'
+distseq.remote_timeout = '5s'
+distseq.refill_timeout = '20s'
+));
 $node->start;
 
 # The superuser's own statements run with a safe search_path: a superuser
@@ -279,90 +287,121 @@ assert_clean('lookalike', 'public', 'mallory', 'look-alike operators');
 #
 # 2. The database owner renames the schemas he may rename
 #
+
+# The owner's tools: hostile_ran() and a trigger function that calls it
+sub owner_tools
+{
+	my ($db, $role) = @_;
+	as_role($db, $role, q{
+		CREATE SCHEMA tools;
+		GRANT USAGE ON SCHEMA tools TO PUBLIC;
+	} . escalate_sql('tools', $role) . q{
+		CREATE FUNCTION tools.hostile_trigger() RETURNS trigger LANGUAGE plpgsql AS $f$
+		BEGIN
+			PERFORM tools.hostile_ran(TG_OP || ' on ' || TG_TABLE_SCHEMA || '.' || TG_TABLE_NAME);
+			RETURN NULL;
+		END
+		$f$;
+	});
+	return;
+}
+
+# Renames every schema holding an object of distseq that $role may rename
+# (the schemas of its members and the one it was installed in) and fills a
+# new one of the same name with look-alikes, with the same columns, of every
+# relation of distseq, and of every function.  Returns the new name of
+# public.
+sub rename_attack
+{
+	my ($db, $role) = @_;
+	my $members = q{
+		(SELECT d.classid, d.objid FROM pg_depend d
+		 WHERE d.deptype = 'e' AND d.refclassid = 'pg_extension'::regclass
+		   AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'distseq'))
+	};
+	my @renamable = split /\n/, as_role($db, $role, qq{
+		SELECT n.nspname FROM pg_namespace n
+		WHERE pg_has_role(n.nspowner, 'USAGE')
+		  AND n.oid IN (SELECT extnamespace FROM pg_extension WHERE extname = 'distseq'
+						UNION SELECT c.relnamespace FROM pg_class c
+						  WHERE (c.tableoid, c.oid) IN $members
+						UNION SELECT p.pronamespace FROM pg_proc p
+						  WHERE (p.tableoid, p.oid) IN $members
+						UNION SELECT c.oid FROM pg_namespace c
+						  WHERE (c.tableoid, c.oid) IN $members)
+		ORDER BY 1});
+	is_deeply(\@renamable, ['public'], "$db: the owner may rename public, and no other schema of distseq");
+
+	my @relations = split /\n/, as_role($db, $role, qq{
+		SELECT format('%I|%s', c.relname,
+					  string_agg(format('NULL::%s AS %I', format_type(a.atttypid, a.atttypmod), a.attname),
+								 ', ' ORDER BY a.attnum))
+		FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+		WHERE (c.tableoid, c.oid) IN $members
+		GROUP BY c.relname ORDER BY 1});
+	my @functions = split /\n/, as_role($db, $role, qq{
+		SELECT format('%I(%s) RETURNS %s|%s', p.proname, pg_get_function_arguments(p.oid),
+					  pg_get_function_result(p.oid),
+					  CASE WHEN p.proretset OR p.prorettype IN ('void'::regtype, 'event_trigger'::regtype)
+							 OR 'o' = ANY (p.proargmodes) OR 'b' = ANY (p.proargmodes)
+						   THEN 'RETURN;' ELSE 'RETURN NULL;' END)
+		FROM pg_proc p WHERE (p.tableoid, p.oid) IN $members ORDER BY 1});
+	cmp_ok(scalar(@relations), '>=', 8,
+		"$db: relations to imitate: " . join(' ', map { (split /\|/)[0] } @relations));
+	cmp_ok(scalar(@functions), '>=', 20, "$db: functions to imitate");
+
+	my $attack = '';
+	my $public_now;
+	for my $s (@renamable)
+	{
+		my $to = $s eq 'public' ? 'x' : "${s}_renamed";
+		$public_now = $to if $s eq 'public';
+		$attack .= "ALTER SCHEMA $s RENAME TO $to; CREATE SCHEMA $s; GRANT USAGE ON SCHEMA $s TO PUBLIC;\n";
+		for my $r (@relations)
+		{
+			my ($name, $cols) = split /\|/, $r, 2;
+			$attack .= "CREATE VIEW $s.$name AS SELECT $cols WHERE tools.hostile_ran('read $s.$name');\n"
+			  . "GRANT ALL ON $s.$name TO PUBLIC;\n"
+			  . "CREATE TRIGGER lookalike INSTEAD OF INSERT OR UPDATE OR DELETE ON $s.$name"
+			  . " FOR EACH ROW EXECUTE FUNCTION tools.hostile_trigger();\n";
+		}
+		for my $f (@functions)
+		{
+			my ($sig, $ret) = split /\|/, $f, 2;
+			(my $fname = $sig) =~ s/\(.*//s;
+			$attack .= "CREATE FUNCTION $s.$sig LANGUAGE plpgsql AS "
+			  . "\$f\$BEGIN PERFORM tools.hostile_ran('call $s.$fname'); $ret END\$f\$;\n"
+			  . "GRANT EXECUTE ON FUNCTION $s.$fname TO PUBLIC;\n";
+		}
+	}
+	as_role($db, $role, $attack);
+	is(as_role($db, $role,
+			"SELECT count(*) FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relkind = 'v'"),
+		scalar(@relations), "$db: the look-alike views are in place");
+	return $public_now;
+}
+
+# The schema-qualified name of a function of distseq, wherever it is
+sub fn
+{
+	my ($db, $name) = @_;
+	return su($db, "SELECT quote_ident(n.nspname) || '.' || quote_ident(p.proname)
+		FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+		JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
+		WHERE d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'distseq')
+		  AND p.proname = '$name'");
+}
+
 su('postgres', "CREATE ROLE tenant LOGIN; CREATE DATABASE tenantdb OWNER tenant");
 $node->safe_psql('tenantdb', "CREATE EXTENSION distseq;
 	GRANT EXECUTE ON FUNCTION distseq_create, distseq_create_for_column, distseq_drop TO tenant");
+owner_tools('tenantdb', 'tenant');
 as_role('tenantdb', 'tenant', q{
-	CREATE SCHEMA tools;
-	GRANT USAGE ON SCHEMA tools TO PUBLIC;
-} . escalate_sql('tools', 'tenant') . q{
-	CREATE FUNCTION tools.hostile_trigger() RETURNS trigger LANGUAGE plpgsql AS $f$
-	BEGIN
-		PERFORM tools.hostile_ran(TG_OP || ' on ' || TG_TABLE_SCHEMA || '.' || TG_TABLE_NAME);
-		RETURN NULL;
-	END
-	$f$;
 	CREATE TABLE tools.tt (id bigint);
 	SELECT distseq_create('tseq', block_size => 2, window_size => 5);
 	SELECT count(distseq_nextval('tseq')) FROM generate_series(1, 10);
 });
-
-# Every schema holding an object of distseq that the owner may rename: the
-# schemas of its members and the schema it was installed in.
-my $ext_members = q{
-	(SELECT d.classid, d.objid FROM pg_depend d
-	 WHERE d.deptype = 'e' AND d.refclassid = 'pg_extension'::regclass
-	   AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'distseq'))
-};
-my @renamable = split /\n/, as_role('tenantdb', 'tenant', qq{
-	SELECT n.nspname FROM pg_namespace n
-	WHERE pg_has_role(n.nspowner, 'USAGE')
-	  AND n.oid IN (SELECT extnamespace FROM pg_extension WHERE extname = 'distseq'
-					UNION SELECT c.relnamespace FROM pg_class c
-					  WHERE (c.tableoid, c.oid) IN $ext_members
-					UNION SELECT p.pronamespace FROM pg_proc p
-					  WHERE (p.tableoid, p.oid) IN $ext_members
-					UNION SELECT c.oid FROM pg_namespace c
-					  WHERE (c.tableoid, c.oid) IN $ext_members)
-	ORDER BY 1});
-is_deeply(\@renamable, ['public'], 'the owner may rename public, and no other schema of distseq');
-
-# Look-alikes, with the same columns, of every relation of distseq, and of
-# every function
-my @relations = split /\n/, as_role('tenantdb', 'tenant', qq{
-	SELECT format('%I|%s', c.relname,
-				  string_agg(format('NULL::%s AS %I', format_type(a.atttypid, a.atttypmod), a.attname),
-							 ', ' ORDER BY a.attnum))
-	FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-	WHERE (c.tableoid, c.oid) IN $ext_members
-	GROUP BY c.relname ORDER BY 1});
-my @functions = split /\n/, as_role('tenantdb', 'tenant', qq{
-	SELECT format('%I(%s) RETURNS %s|%s', p.proname, pg_get_function_arguments(p.oid),
-				  pg_get_function_result(p.oid),
-				  CASE WHEN p.proretset OR p.prorettype IN ('void'::regtype, 'event_trigger'::regtype)
-						 OR 'o' = ANY (p.proargmodes) OR 'b' = ANY (p.proargmodes)
-					   THEN 'RETURN;' ELSE 'RETURN NULL;' END)
-	FROM pg_proc p WHERE (p.tableoid, p.oid) IN $ext_members ORDER BY 1});
-cmp_ok(scalar(@relations), '>=', 8, 'relations to imitate: ' . join(' ', map { (split /\|/)[0] } @relations));
-cmp_ok(scalar(@functions), '>=', 20, 'functions to imitate');
-
-my $attack = '';
-my %real;
-for my $s (@renamable)
-{
-	my $to = $s eq 'public' ? 'x' : "${s}_renamed";
-	$real{$s} = $to;
-	$attack .= "ALTER SCHEMA $s RENAME TO $to; CREATE SCHEMA $s; GRANT USAGE ON SCHEMA $s TO PUBLIC;\n";
-	for my $r (@relations)
-	{
-		my ($name, $cols) = split /\|/, $r, 2;
-		$attack .= "CREATE VIEW $s.$name AS SELECT $cols WHERE tools.hostile_ran('read $s.$name');\n"
-		  . "GRANT ALL ON $s.$name TO PUBLIC;\n"
-		  . "CREATE TRIGGER lookalike INSTEAD OF INSERT OR UPDATE OR DELETE ON $s.$name"
-		  . " FOR EACH ROW EXECUTE FUNCTION tools.hostile_trigger();\n";
-	}
-	for my $f (@functions)
-	{
-		my ($sig, $ret) = split /\|/, $f, 2;
-		(my $fname = $sig) =~ s/\(.*//s;
-		$attack .= "CREATE FUNCTION $s.$sig LANGUAGE plpgsql AS "
-		  . "\$f\$BEGIN PERFORM tools.hostile_ran('call $s.$fname'); $ret END\$f\$;\n";
-	}
-}
-as_role('tenantdb', 'tenant', $attack);
-is(as_role('tenantdb', 'tenant',
-		"SELECT count(*) FROM pg_class WHERE relnamespace = 'public'::regnamespace AND relkind = 'v'"),
-	scalar(@relations), 'the look-alike views are in place');
+my $x = rename_attack('tenantdb', 'tenant');
 
 # the owner cannot take schema distseq instead
 for my $try ('ALTER SCHEMA distseq RENAME TO distseq_old', 'DROP SCHEMA distseq',
@@ -374,7 +413,6 @@ for my $try ('ALTER SCHEMA distseq RENAME TO distseq_old', 'DROP SCHEMA distseq'
 
 # Ordinary DDL, which fires distseq's event trigger, and every function the
 # owner may call, by their real schema
-my $x = $real{public};
 as_role('tenantdb', 'tenant', qq{
 	CREATE SEQUENCE b; DROP SEQUENCE b;
 	SELECT $x.distseq_create('t2', block_size => 1, window_size => 3, min_open_windows => 1);
@@ -405,16 +443,19 @@ is(su('postgres', "SELECT rolsuper FROM pg_roles WHERE rolname = 'tenant'"), 'f'
 # A superuser calls every function of distseq, by its real schema (errors
 # are fine: a node without peers refuses some)
 su('tenantdb', "SELECT $x.distseq_create('su_seq'); SELECT $x.distseq_nextval('su_seq')");
+my %f = map { $_ => fn('tenantdb', $_) } qw(distseq_peer_state distseq_peer_hwm
+  distseq_peer_sequences distseq_peer_marks distseq_peer_decided distseq_peer_reserve
+  distseq_peer_create distseq_peer_revert);
 for my $call (
 	"SELECT $x.distseq_rejoin()", "SELECT $x.distseq_rejoin('tseq')",
 	"SELECT * FROM $x.distseq_maintain()", "SELECT * FROM $x.distseq_peers",
 	"SELECT * FROM $x.distseq_status", "SELECT * FROM $x.distseq_blocks",
 	"SELECT * FROM $x.distseq_pool_status()", "SELECT * FROM $x.distseq_block_status()",
-	"SELECT * FROM $x.distseq_peer_state()", "SELECT * FROM $x.distseq_peer_hwm('tseq')",
-	"SELECT * FROM $x.distseq_peer_sequences()", "SELECT * FROM $x.distseq_peer_marks(0, 0)",
-	"SELECT $x.distseq_peer_decided(0, 0, 0)", "SELECT * FROM $x.distseq_peer_reserve('tseq', 3)",
-	"SELECT $x.distseq_peer_create('peer_made', 10, 100, 1, 1000, 1, 0)",
-	"SELECT $x.distseq_peer_revert(0, 0)", "SELECT $x.distseq_accept_promotion()",
+	"SELECT * FROM $f{distseq_peer_state}()", "SELECT * FROM $f{distseq_peer_hwm}('tseq')",
+	"SELECT * FROM $f{distseq_peer_sequences}()", "SELECT * FROM $f{distseq_peer_marks}(0, 0)",
+	"SELECT $f{distseq_peer_decided}(0, 0, 0)", "SELECT * FROM $f{distseq_peer_reserve}('tseq', 3)",
+	"SELECT $f{distseq_peer_create}('peer_made', 10, 100, 1, 1000, 1, 0)",
+	"SELECT $f{distseq_peer_revert}(0, 0)", "SELECT $x.distseq_accept_promotion()",
 	"SELECT $x.distseq_add_peer('no_such')", "SELECT $x.distseq_remove_peer('no_such')",
 	"SELECT $x.distseq_currval('su_seq')", "SELECT $x.distseq_drop('su_seq')",
 	"SELECT $x.distseq_drop('peer_made')",
@@ -448,6 +489,78 @@ is(su('tenantdb2', "SELECT count(*) FROM pg_extension WHERE extname = 'distseq'"
 is(su('tenantdb2', "SELECT count(*) FROM tools.hostile_log"), '0',
 	'nothing in the prepared schema ran');
 assert_clean('tenantdb2', 'tools', 'tenant', 'prepared schema');
+
+#
+# 4. The owner of a peer's database renames its schemas while a node's
+#    worker keeps a connection to it, made as a superuser
+#
+su('postgres', "CREATE ROLE tenant2 LOGIN; CREATE DATABASE pa; CREATE DATABASE pb OWNER tenant2");
+my $me = su('postgres', 'SELECT current_user');
+my ($host, $port) = ($node->host, $node->port);
+$node->safe_psql($_, 'CREATE EXTENSION distseq') for qw(pa pb);
+for my $pair ([ 'pa', 'pb' ], [ 'pb', 'pa' ])
+{
+	my ($on, $to) = @$pair;
+	$node->safe_psql($on, qq(
+		CREATE SERVER node_$to FOREIGN DATA WRAPPER distseq
+			OPTIONS (host '$host', port '$port', dbname '$to');
+		CREATE USER MAPPING FOR CURRENT_USER SERVER node_$to OPTIONS (user '$me')));
+}
+$node->safe_psql('pa', "SELECT distseq_add_peer('node_pb')");
+$node->safe_psql('pb', "SELECT distseq_add_peer('node_pa')");
+$node->safe_psql('pa', q{
+	SELECT distseq_create('orders', block_size => 1, window_size => 10, min_open_windows => 2);
+	SELECT count(*) FROM distseq_maintain()});
+is( $node->safe_psql('pa',
+		"SELECT count(DISTINCT v) FROM (SELECT distseq_nextval('orders') AS v FROM generate_series(1, 40)) s"),
+	'40', 'pa draws from windows won with pb');
+owner_tools('pb', 'tenant2');
+my $x2 = rename_attack('pb', 'tenant2');
+
+# pa's worker goes on winning windows on pb (a majority of two is both)
+my ($r2, $out2, $err2) = $node->psql('pa',
+	"SELECT count(DISTINCT v) FROM (SELECT distseq_nextval('orders') AS v FROM generate_series(1, 60)) s");
+is($out2, '60', 'pa still wins windows on pb, through its real functions') or diag($err2);
+($r2, $out2, $err2) = $node->psql('pa', "SELECT server_name, reachable, open_windows IS NOT NULL, error FROM distseq_peers");
+is($out2, 'node_pb|t|t|', 'distseq_peers reads pb\'s state') or diag($err2);
+su_try('pa', "SELECT * FROM public.distseq_maintain()");
+su_try('pb', "SELECT count(DISTINCT v) FROM (SELECT $x2.distseq_nextval('orders') AS v FROM generate_series(1, 30)) s");
+is(su('pb', "SELECT count(*) FROM tools.hostile_log"), '0',
+	'no look-alike on pb ran');
+assert_clean('pb', 'tools', 'tenant2', 'renamed schema of a peer');
+
+#
+# 5. The same with a peer whose catalog is still at 1.4: its functions are in
+#    the schema its owner renames, and the worker looks it up for each call
+#
+su('postgres', "CREATE ROLE tenant3 LOGIN; CREATE DATABASE pd; CREATE DATABASE pc OWNER tenant3");
+$node->safe_psql('pd', 'CREATE EXTENSION distseq');
+$node->safe_psql('pc', "CREATE EXTENSION distseq VERSION '1.4'");
+for my $pair ([ 'pd', 'pc' ], [ 'pc', 'pd' ])
+{
+	my ($on, $to) = @$pair;
+	$node->safe_psql($on, qq(
+		CREATE SERVER node_$to FOREIGN DATA WRAPPER distseq
+			OPTIONS (host '$host', port '$port', dbname '$to');
+		CREATE USER MAPPING FOR CURRENT_USER SERVER node_$to OPTIONS (user '$me')));
+}
+$node->safe_psql('pd', "SELECT distseq_add_peer('node_pc')");
+$node->safe_psql('pc', "SELECT distseq_add_peer('node_pd')");
+$node->safe_psql('pd', q{
+	SELECT distseq_create('orders', block_size => 1, window_size => 10, min_open_windows => 2);
+	SELECT count(*) FROM distseq_maintain()});
+is( $node->safe_psql('pd',
+		"SELECT count(DISTINCT v) FROM (SELECT distseq_nextval('orders') AS v FROM generate_series(1, 40)) s"),
+	'40', 'pd draws from windows won with pc, at 1.4');
+owner_tools('pc', 'tenant3');
+rename_attack('pc', 'tenant3');
+($r2, $out2, $err2) = $node->psql('pd',
+	"SELECT count(DISTINCT v) FROM (SELECT distseq_nextval('orders') AS v FROM generate_series(1, 60)) s");
+is($out2, '60', 'pd still wins windows on pc') or diag($err2);
+($r2, $out2, $err2) = $node->psql('pd', "SELECT server_name, reachable, open_windows IS NOT NULL, error FROM distseq_peers");
+is($out2, 'node_pc|t|t|', 'distseq_peers reads pc\'s state') or diag($err2);
+is(su('pc', "SELECT count(*) FROM tools.hostile_log"), '0', 'no look-alike on pc ran');
+assert_clean('pc', 'tools', 'tenant3', 'renamed schema of a 1.4 peer');
 
 $node->stop;
 done_testing();
