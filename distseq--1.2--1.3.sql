@@ -33,9 +33,13 @@ CREATE TABLE distseq_node (
 	origin_timeline bigint NOT NULL,
 	origin_database oid NOT NULL
 );
-INSERT INTO distseq_node (node_id, members, origin_system, origin_timeline, origin_database)
+-- Every operator and function here matches a pg_catalog one exactly: one in
+-- the extension's schema, which another role may be able to create in, never
+-- wins (see PostgreSQL's "Security Considerations for Extension Scripts").
+INSERT INTO @extschema@.distseq_node (node_id, members, origin_system, origin_timeline, origin_database)
 SELECT id, ARRAY[id], s.system_identifier, c.timeline_id, d.oid
-FROM (SELECT (random() * 9.2e18)::bigint + 1 AS id) r,
+FROM (SELECT (pg_catalog.random() OPERATOR(pg_catalog.*) 9.2e18::pg_catalog.float8)::pg_catalog.int8
+			 OPERATOR(pg_catalog.+) 1::pg_catalog.int8 AS id) r,
 	 pg_catalog.pg_control_system() s, pg_catalog.pg_control_checkpoint() c,
 	 pg_catalog.pg_database d
 WHERE d.datname = pg_catalog.current_database();
@@ -222,7 +226,10 @@ AS 'MODULE_PATHNAME', 'distseq_pool_status'
 LANGUAGE C VOLATILE;
 
 -- security_barrier: a function in the caller's WHERE clause must not see
--- hidden rows.
+-- hidden rows.  The runway divides float8 by float8: "bigint / double
+-- precision" has no exact operator in pg_catalog, so one that another role
+-- created in this schema would have been bound into the view, and run by
+-- every reader.
 CREATE VIEW distseq_status WITH (security_barrier) AS
 SELECT s.sequence_name,
 	   s.seqrel AS backing_sequence,
@@ -247,7 +254,8 @@ SELECT s.sequence_name,
 	   s.stripe,
 	   s.servers,
 	   p.values_per_second,
-	   (COALESCE(w.values_left, 0) / NULLIF(p.values_per_second, 0))::numeric(20, 1)
+	   (COALESCE(w.values_left, 0)::pg_catalog.float8
+		OPERATOR(pg_catalog./) NULLIF(p.values_per_second, 0::pg_catalog.float8))::numeric(20, 1)
 		   AS runway_seconds
 FROM @extschema@.distseq_sequences s
 LEFT JOIN @extschema@.distseq_pool_status() p

@@ -17,8 +17,8 @@ ALTER TABLE distseq_node
 
 -- made_windows: this node made windows of a sequence the agent keeps while
 -- it was never in a group, so it cannot join one.
-UPDATE distseq_node SET made_windows = EXISTS (
-	SELECT 1 FROM distseq_windows w JOIN distseq_sequences s USING (sequence_name)
+UPDATE @extschema@.distseq_node SET made_windows = EXISTS (
+	SELECT 1 FROM @extschema@.distseq_windows w JOIN @extschema@.distseq_sequences s USING (sequence_name)
 	WHERE s.stripes = 1 AND s.servers IS NULL);
 
 -- On a node that has ever been in a group, a sequence the agent keeps

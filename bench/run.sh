@@ -379,7 +379,7 @@ psql_node() {	# node psql-args...
 others() { local m; for m in $nodes; do [ "$m" = "$1" ] || echo "$m"; done; }
 node_windows() {	# node: "node,window_start,window_end,next_hi" per window of 'orders'
 	psql_node "$1" -At -F, -c "SELECT $1, window_start, window_end, next_hi
-		FROM distseq_windows WHERE sequence_name = 'orders'"
+		FROM distseq.distseq_windows WHERE sequence_name = 'orders'"
 }
 # Runs psql_node N args... on every server at once; N's output goes to $work/at_once.N.
 at_once() {
@@ -419,7 +419,7 @@ group_window=100000000
 psql_node 1 -c "SELECT distseq_create('orders', window_size => $group_window, min_open_windows => 2)" >/dev/null
 for n in $nodes; do
 	psql_node "$n" -c "SELECT * FROM distseq_maintain()" >/dev/null
-	members=$(psql_node "$n" -At -c "SELECT cardinality(members) FROM distseq_node")
+	members=$(psql_node "$n" -At -c "SELECT cardinality(members) FROM distseq.distseq_node")
 	[ "$members" = 3 ] || { echo "server $n sees $members members, not 3" >&2; exit 1; }
 done
 psql_b -c "CREATE SEQUENCE orders"

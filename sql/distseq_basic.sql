@@ -20,7 +20,7 @@ SELECT sequence_name, backing_sequence, block_size, segment_size, pool_start, po
 FROM distseq_status ORDER BY sequence_name;
 SELECT pid = pg_backend_pid() AS mine, sequence_name, block_next, block_end, values_left
 FROM distseq_blocks ORDER BY sequence_name;
-SELECT * FROM distseq_windows ORDER BY sequence_name, window_start;
+SELECT * FROM distseq.distseq_windows ORDER BY sequence_name, window_start;
 
 -- a rollback gives nothing back; values keep growing in the session
 BEGIN;
@@ -43,7 +43,7 @@ SELECT open_windows, window_values_left FROM distseq_status WHERE sequence_name 
 -- drop and re-create under the same name: nothing cached for the old one is used
 SELECT distseq_nextval('tickets');
 SELECT distseq_drop('tickets');
-SELECT count(*) FROM distseq_windows WHERE sequence_name = 'tickets';
+SELECT count(*) FROM distseq.distseq_windows WHERE sequence_name = 'tickets';
 SELECT distseq_create('tickets', start_value => 5);
 SELECT distseq_nextval('tickets');
 SELECT distseq_currval('tickets');
@@ -51,7 +51,7 @@ SELECT distseq_currval('tickets');
 -- DROP SEQUENCE on the backing sequence drops the distseq sequence too
 SELECT distseq_create('scratch');
 DROP SEQUENCE distseq.scratch;
-SELECT count(*) FROM distseq_sequences WHERE sequence_name = 'scratch';
+SELECT count(*) FROM distseq.distseq_sequences WHERE sequence_name = 'scratch';
 SELECT distseq_create('scratch');
 SELECT distseq_drop('scratch');
 
@@ -99,7 +99,7 @@ SET ROLE distseq_bob;
 SELECT distseq_nextval('alice_seq');
 SELECT distseq_currval('alice_seq');
 SELECT count(*) FROM distseq_status;
-SELECT count(*) FROM distseq_windows;
+SELECT count(*) FROM distseq.distseq_windows;
 RESET ROLE;
 SET ROLE distseq_alice;
 GRANT USAGE ON SEQUENCE distseq.alice_seq TO distseq_bob;

@@ -33,7 +33,7 @@ SELECT distseq_create('bad', min_open_windows => 1001);
 SELECT distseq_create('bad', start_value => -9223372036854775808);
 SELECT distseq_create('bad', start_value => -10, max_value => -9223372036854775808);
 SELECT distseq_create(repeat('日', 22));
-SELECT count(*) FROM distseq_sequences WHERE sequence_name = 'bad';
+SELECT count(*) FROM distseq.distseq_sequences WHERE sequence_name = 'bad';
 SELECT count(*) FROM pg_class WHERE relname = 'bad' AND relnamespace = 'distseq'::regnamespace;
 
 -- drawing past max_value

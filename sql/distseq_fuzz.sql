@@ -14,7 +14,7 @@ CREATE TABLE fuzz_canary (v text);
 INSERT INTO fuzz_canary VALUES ('still here');
 CREATE TABLE fuzz_tab (id integer, b bigint, s smallint, t text);
 INSERT INTO fuzz_tab VALUES (100, 9223372036854775805, 32766, 'x');
-CREATE TEMP TABLE fuzz_before AS SELECT sequence_name FROM distseq_sequences;
+CREATE TEMP TABLE fuzz_before AS SELECT sequence_name FROM distseq.distseq_sequences;
 CREATE TABLE fuzz_outcome (op text, outcome text, problem text);
 
 -- Limits grid first: every start_value x max_value pair of values at the
@@ -197,44 +197,50 @@ SELECT count(*) AS calls FROM fuzz_outcome WHERE problem IS NULL;
 -- error messages that cannot be read: lists nothing
 SELECT op, outcome, problem, count(*) FROM fuzz_outcome WHERE problem IS NOT NULL
 GROUP BY 1, 2, 3 ORDER BY 1, 2, 3;
-SELECT count(*) AS created FROM distseq_sequences
+SELECT count(*) AS created FROM distseq.distseq_sequences
 WHERE sequence_name NOT IN (SELECT sequence_name FROM fuzz_before);
 
 --
 -- Consistency: each query lists what is wrong, so none returns a row.
 --
 -- every catalog row has its backing sequence in schema distseq, by the same name
-SELECT s.sequence_name FROM distseq_sequences s
+SELECT s.sequence_name FROM distseq.distseq_sequences s
 LEFT JOIN pg_class c ON c.oid = s.seqrel::oid
 WHERE c.oid IS NULL OR c.relnamespace <> 'distseq'::regnamespace
    OR c.relname <> s.sequence_name OR c.relkind <> 'S';
--- and every relation in schema distseq is the backing sequence of one
+-- and every other relation in schema distseq than distseq's own tables and
+-- their indexes is the backing sequence of one
 SELECT c.relname FROM pg_class c
 WHERE c.relnamespace = 'distseq'::regnamespace
-  AND NOT EXISTS (SELECT 1 FROM distseq_sequences s WHERE s.seqrel::oid = c.oid);
+  AND NOT EXISTS (SELECT 1 FROM distseq.distseq_sequences s WHERE s.seqrel::oid = c.oid)
+  AND NOT EXISTS (SELECT 1 FROM pg_depend d
+                  WHERE d.classid = 'pg_class'::regclass AND d.deptype = 'e'
+                    AND d.refclassid = 'pg_extension'::regclass
+                    AND d.objid = COALESCE((SELECT i.indrelid FROM pg_index i
+                                            WHERE i.indexrelid = c.oid), c.oid));
 -- windows of a sequence do not overlap
 SELECT a.sequence_name, a.window_start, b.window_start
-FROM distseq_windows a JOIN distseq_windows b
+FROM distseq.distseq_windows a JOIN distseq.distseq_windows b
   ON a.sequence_name = b.sequence_name AND a.window_start < b.window_start
  AND b.window_start < a.window_end;
 -- window_start <= next_hi <= window_end, and no window is longer than window_size
-SELECT w.* FROM distseq_windows w JOIN distseq_sequences s USING (sequence_name)
+SELECT w.* FROM distseq.distseq_windows w JOIN distseq.distseq_sequences s USING (sequence_name)
 WHERE NOT (w.window_start <= w.next_hi AND w.next_hi <= w.window_end)
    OR w.window_end::numeric - w.window_start > s.window_size;
 -- every window lies within start_value .. max_value + 1 (for striped
 -- sequences, windows count slots, not values)
-SELECT w.* FROM distseq_windows w JOIN distseq_sequences s USING (sequence_name)
+SELECT w.* FROM distseq.distseq_windows w JOIN distseq.distseq_sequences s USING (sequence_name)
 WHERE COALESCE((to_jsonb(s) ->> 'stripes')::integer, 1) = 1
   AND (w.window_start < s.start_value OR w.window_end::numeric > s.max_value::numeric + 1);
 -- what the windows say is reserved is what the counters say
 SELECT s.sequence_name, s.values_reserved, s.values_released, w.reserved
-FROM distseq_sequences s
+FROM distseq.distseq_sequences s
 LEFT JOIN (SELECT sequence_name, sum(next_hi::numeric - window_start) AS reserved
-           FROM distseq_windows GROUP BY 1) w USING (sequence_name)
+           FROM distseq.distseq_windows GROUP BY 1) w USING (sequence_name)
 WHERE COALESCE(w.reserved, 0) <> s.values_reserved::numeric - s.values_released
    OR s.values_reserved < 0;
 -- the status view still works, and shows every sequence
-SELECT count(*) = (SELECT count(*) FROM distseq_sequences) AS status_complete
+SELECT count(*) = (SELECT count(*) FROM distseq.distseq_sequences) AS status_complete
 FROM distseq_status;
 -- the injection strings reached no table
 SELECT * FROM x;
@@ -246,13 +252,13 @@ SELECT distseq_create('fuzz_after');
 SELECT distseq_nextval('fuzz_after'), distseq_nextval('fuzz_after');
 
 -- drop what the fuzz made
-SELECT count(*) AS dropped FROM distseq_sequences s,
+SELECT count(*) AS dropped FROM distseq.distseq_sequences s,
        LATERAL distseq_drop(s.sequence_name)
 WHERE s.sequence_name NOT IN (SELECT sequence_name FROM fuzz_before);
-SELECT count(*) FROM distseq_sequences
+SELECT count(*) FROM distseq.distseq_sequences
 WHERE sequence_name NOT IN (SELECT sequence_name FROM fuzz_before);
 SELECT count(*) FROM pg_class c WHERE c.relnamespace = 'distseq'::regnamespace
-  AND c.relname NOT IN (SELECT sequence_name FROM fuzz_before);
+  AND c.relkind = 'S' AND c.relname NOT IN (SELECT sequence_name FROM fuzz_before);
 DROP TABLE x, fuzz_canary, fuzz_tab, fuzz_outcome;
 DROP FUNCTION fuzz_name();
 DROP FUNCTION fuzz_pick(anyarray);

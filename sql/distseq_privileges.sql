@@ -88,8 +88,8 @@ BEGIN
 			(4, 'distseq_blocks rows', format('SELECT count(*) FROM distseq_blocks WHERE sequence_name = %L AND pid = pg_backend_pid()', seq), true, false),
 			(5, 'distseq_pool_status() rows', format('SELECT count(*) FROM distseq_pool_status() WHERE seqrel = %L::regclass', rel), true, false),
 			(6, 'distseq_block_status() rows', format('SELECT count(*) FROM distseq_block_status() WHERE seqrel = %L::regclass AND pid = pg_backend_pid()', rel), true, false),
-			(7, 'table distseq_sequences', 'SELECT count(*) FROM distseq_sequences', false, false),
-			(8, 'table distseq_windows', 'SELECT count(*) FROM distseq_windows', false, false),
+			(7, 'table distseq.distseq_sequences', 'SELECT count(*) FROM distseq.distseq_sequences', false, false),
+			(8, 'table distseq.distseq_windows', 'SELECT count(*) FROM distseq.distseq_windows', false, false),
 			(9, 'distseq_create', 'SELECT distseq_create(''ps_new'')', false, true),
 			(10, 'distseq_drop', format('SELECT distseq_drop(%L)', seq), false, true),
 			(11, 'DROP SEQUENCE', format('DROP SEQUENCE %s', rel), false, true),
@@ -141,7 +141,7 @@ FROM ps_matrix GROUP BY ord, action ORDER BY ord;
 SET ROLE regress_ds_none;
 SELECT distseq_nextval('ps_main');
 SELECT distseq_create('ps_new');
-SELECT * FROM distseq_sequences;
+SELECT * FROM distseq.distseq_sequences;
 RESET ROLE;
 SET ROLE regress_ds_usage;
 SELECT distseq_drop('ps_main');
@@ -233,8 +233,8 @@ RESET ROLE;
 -- nothing went into the decoys; the real catalog has neither sequence left
 SELECT count(*) FROM regress_ds_evil.distseq_sequences;
 SELECT count(*) FROM regress_ds_evil.distseq_windows;
-SELECT count(*) FROM distseq_sequences WHERE sequence_name IN ('sp_seq', 'sp_tab_id');
-SELECT count(*) FROM distseq_windows WHERE sequence_name IN ('sp_seq', 'sp_tab_id');
+SELECT count(*) FROM distseq.distseq_sequences WHERE sequence_name IN ('sp_seq', 'sp_tab_id');
+SELECT count(*) FROM distseq.distseq_windows WHERE sequence_name IN ('sp_seq', 'sp_tab_id');
 SELECT count(*) FROM pg_class
 WHERE relnamespace = 'distseq'::regnamespace AND relname IN ('sp_seq', 'sp_tab_id');
 
@@ -253,7 +253,7 @@ DROP OWNED BY regress_ds_owner, regress_ds_usage, regress_ds_update,
               regress_ds_select, regress_ds_none;
 DROP ROLE regress_ds_owner, regress_ds_usage, regress_ds_update,
           regress_ds_select, regress_ds_none;
-SELECT count(*) FROM distseq_sequences WHERE sequence_name LIKE 'ps\_%';
+SELECT count(*) FROM distseq.distseq_sequences WHERE sequence_name LIKE 'ps\_%';
 SELECT count(*) FROM pg_class
 WHERE relnamespace = 'distseq'::regnamespace AND relname LIKE 'ps\_%';
 SELECT count(*) FROM pg_namespace WHERE nspname = 'regress_ds_evil';

@@ -33,13 +33,87 @@ SELECT has_function_privilege('public', 'distseq_rejoin(text)', 'EXECUTE') AS pu
 -- 1.3 knows peers, but changes of membership need the catalog of 1.4
 ALTER EXTENSION distseq UPDATE TO '1.3';
 SELECT distseq_remove_peer('no_such');
--- and on to the newest version
-ALTER EXTENSION distseq UPDATE;
+-- on to 1.4, where the catalog is still in the installation schema
+ALTER EXTENSION distseq UPDATE TO '1.4';
 SELECT pending, proposer FROM distseq_node;
 SELECT distseq_remove_peer('no_such');
-SELECT extversion FROM pg_extension WHERE extname = 'distseq';
 INSERT INTO seen SELECT distseq_nextval('upgraded') FROM generate_series(1, 100);
 SELECT count(*) AS drawn, count(DISTINCT v) AS distinct_values FROM seen;
-SELECT stripes, stripe FROM distseq_status WHERE sequence_name = 'upgraded';
 
+-- what 1.5 must keep: grants on a sequence, on a function, on a table
+CREATE ROLE regress_ds_up;
+GRANT USAGE ON SEQUENCE distseq.upgraded TO regress_ds_up;
+GRANT EXECUTE ON FUNCTION distseq_rejoin(text) TO regress_ds_up;
+GRANT EXECUTE ON FUNCTION distseq_peer_state() TO regress_ds_up;
+GRANT SELECT ON distseq_windows TO regress_ds_up;
+CREATE TEMP TABLE before_15 AS
+SELECT max(v) AS top FROM seen;
+CREATE TEMP TABLE acl_14 AS
+SELECT c.relname, c.relacl::text FROM pg_class c
+WHERE c.relname IN ('distseq_sequences', 'distseq_windows', 'distseq_node',
+                    'distseq_peer', 'distseq_seed', 'distseq_change');
+
+-- 1.5 moves the catalog into schema distseq: a distseq sequence named like
+-- one of its tables or indexes holds that name there, and the update refuses
+SELECT distseq_create('distseq_windows');
+SELECT distseq_create('distseq_peer_node_id_key');
+ALTER EXTENSION distseq UPDATE TO '1.5';
+SELECT extversion FROM pg_extension WHERE extname = 'distseq';
+SELECT distseq_drop('distseq_windows');
+ALTER EXTENSION distseq UPDATE TO '1.5';
+SELECT distseq_drop('distseq_peer_node_id_key');
+ALTER EXTENSION distseq UPDATE TO '1.5';
+SELECT extversion FROM pg_extension WHERE extname = 'distseq';
+\dx+ distseq
+
+-- the tables and the internal functions moved, the rest stayed
+SELECT n.nspname, c.relkind, c.relname
+FROM pg_depend d
+JOIN pg_class c ON c.oid = d.objid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE d.classid = 'pg_class'::regclass AND d.deptype = 'e'
+  AND d.refobjid = (SELECT oid FROM pg_extension WHERE extname = 'distseq')
+ORDER BY 1, 2, 3;
+SELECT count(*) AS left_in_public FROM pg_class
+WHERE relnamespace = 'public'::regnamespace AND relname LIKE 'distseq\_%' AND relkind <> 'v';
+-- the tables' grants, the configuration tables pg_dump dumps, function grants
+SELECT a.relname, a.relacl = c.relacl::text AS same_acl
+FROM acl_14 a JOIN pg_class c ON c.relname = a.relname
+WHERE c.relnamespace = 'distseq'::regnamespace ORDER BY 1;
+SELECT has_table_privilege('regress_ds_up', 'distseq.distseq_windows', 'SELECT') AS up_reads_windows,
+       has_table_privilege('public', 'distseq.distseq_sequences', 'SELECT') AS public_reads_catalog,
+       has_function_privilege('regress_ds_up', 'distseq_rejoin(text)', 'EXECUTE') AS up_may_rejoin,
+       has_function_privilege('public', 'distseq_rejoin(text)', 'EXECUTE') AS public_may_rejoin,
+       has_sequence_privilege('regress_ds_up', 'distseq.upgraded', 'USAGE') AS up_uses_upgraded;
+SELECT has_function_privilege('regress_ds_up', 'distseq.distseq_peer_state()', 'EXECUTE') AS up_peer_state,
+       has_function_privilege('public', 'distseq.distseq_peer_state()', 'EXECUTE') AS public_peer_state,
+       has_function_privilege('public', 'distseq.distseq_peer_cas(text,bigint,bigint,bigint,bigint)', 'EXECUTE') AS public_peer_cas;
+SELECT unnest(extconfig)::regclass AS dumped, unnest(extcondition) AS condition
+FROM pg_extension WHERE extname = 'distseq' ORDER BY 1::text;
+
+-- the sequence keeps issuing, above everything it issued before
+CREATE TEMP TABLE after_15 AS
+SELECT distseq_nextval('upgraded') AS v FROM generate_series(1, 100);
+SELECT count(DISTINCT v) AS distinct_values, min(v) > (SELECT top FROM before_15) AS above_before,
+       (SELECT count(*) FROM after_15 a JOIN seen s USING (v)) AS repeated
+FROM after_15;
+SELECT stripes, stripe FROM distseq_status WHERE sequence_name = 'upgraded';
+-- what peers read of this node instead of the view
+SELECT open_windows = (SELECT sum(open_windows) FROM distseq_status) AS same_windows
+FROM distseq.distseq_peer_runway();
+SELECT count(*) AS block_rows FROM distseq_blocks WHERE sequence_name = 'upgraded';
+SELECT pending, proposer FROM distseq.distseq_node;
+-- the rejoin and the event trigger find the catalog where it is now
+SELECT distseq_rejoin('upgraded');
+SELECT distseq_create('dropped_by_ddl');
+DROP SEQUENCE distseq.dropped_by_ddl;
+SELECT count(*) FROM distseq.distseq_sequences WHERE sequence_name = 'dropped_by_ddl';
+-- no new sequence may take the name of one of distseq's relations
+SELECT distseq_create('distseq_windows');
+SELECT distseq_create('distseq_sequences_pkey');
+SELECT distseq_nextval('distseq_windows');
+
+REVOKE ALL ON FUNCTION distseq_rejoin(text) FROM regress_ds_up;
+REVOKE ALL ON FUNCTION distseq.distseq_peer_state() FROM regress_ds_up;
 DROP EXTENSION distseq CASCADE;
+DROP ROLE regress_ds_up;

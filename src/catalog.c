@@ -107,14 +107,16 @@ catalog_leave(CatalogContext *cxt)
 }
 
 /*
- * The quoted name of the schema the extension's tables live in, and the
+ * The quoted name of the schema the extension was installed in, and the
  * minor number of the installed version: a newer library must work with the
  * catalog of an older version until ALTER EXTENSION distseq UPDATE.  1.1
  * records where each sequence was created, 1.2 adds striped sequences, 1.3
- * peers, 1.4 membership changes in two phases.
+ * peers, 1.4 membership changes in two phases, 1.5 moves the catalog tables
+ * into schema distseq.  The name is looked up from the schema's OID at each
+ * call: whoever owns that schema may rename it.
  */
 static const char *
-catalog_extension(int *minor)
+extension_lookup(int *minor)
 {
 	Relation	rel;
 	ScanKeyData key;
@@ -151,10 +153,40 @@ catalog_extension(int *minor)
 	return quote_identifier(nspname);
 }
 
+/*
+ * The quoted name of the schema of the catalog tables, for SQL that names
+ * them, and the minor number of the installed version.  From 1.5 on it is
+ * schema distseq, made by CREATE EXTENSION (which fails if it exists) and
+ * owned by the installing superuser, so no other role can rename it or put
+ * look-alikes of the tables in its place: SQL run with distseq's rights
+ * names it, never a schema that the database's owner may own.  Before 1.5
+ * the tables are in the installation schema.
+ */
+static const char *
+catalog_extension(int *minor)
+{
+	int			m = 0;
+	const char *schema = extension_lookup(&m);
+
+	if (minor)
+		*minor = m;
+	return m >= 5 ? "distseq" : schema;
+}
+
 const char *
 distseq_catalog_schema(void)
 {
 	return catalog_extension(NULL);
+}
+
+/*
+ * The schema of the functions users call, for SQL that runs as the caller
+ * and names one (a column default, say).
+ */
+const char *
+distseq_extension_schema(void)
+{
+	return extension_lookup(NULL);
 }
 
 /* The minor number of the installed version: 3 knows peers, 4 removes */
@@ -977,6 +1009,12 @@ distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_OBJECT),
 				 errmsg("distseq sequence \"%s\" already exists", name)));
+	/* from 1.5 on the catalog's tables and indexes live there too */
+	if (OidIsValid(get_relname_relid(name, get_namespace_oid("distseq", false))))
+		ereport(ERROR,
+				(errcode(ERRCODE_RESERVED_NAME),
+				 errmsg("distseq sequence name \"%s\" is reserved", name),
+				 errdetail("Schema \"distseq\" holds a relation of that name that is not a distseq sequence.")));
 
 	/* these name the sequence: not worth keeping */
 	distseq_spi_exec_once(psprintf("CREATE SEQUENCE distseq.%s", qname),

@@ -359,6 +359,7 @@ extern uint64 distseq_spi_exec_once(const char *sql, int nargs, Oid *types,
 									Datum *values, int expect);
 extern int64 distseq_spi_int8(int row, int col);
 extern const char *distseq_catalog_schema(void);
+extern const char *distseq_extension_schema(void);
 extern int	distseq_pin_search_path(void);
 extern void distseq_unpin_search_path(int level);
 extern int	distseq_catalog_minor(void);

@@ -534,15 +534,22 @@ peer_probe(void *arg)
 {
 	PeerProbe  *p = arg;
 	RemoteConn *rc = distseq_peer_connect(p->peer);
+	const char *schema = distseq_remote_schema(rc);
 	DistseqRemoteResult *res;
 
+	/* from 1.5 on, not through the view: see distseq_peer_runway() */
 	res = distseq_remote_query(rc,
-							   psprintf("SELECT n.epoch, pg_catalog.array_length(n.members, 1),"
+							   psprintf(strcmp(schema, "distseq") == 0 ?
+										"SELECT n.epoch, pg_catalog.array_length(n.members, 1),"
+										" r.open_windows, r.runway_seconds, n.pending"
+										" FROM %1$s.distseq_peer_state() n,"
+										" %1$s.distseq_peer_runway() r" :
+										"SELECT n.epoch, pg_catalog.array_length(n.members, 1),"
 										" (SELECT pg_catalog.sum(open_windows) FROM %1$s.distseq_status),"
 										" (SELECT pg_catalog.min(runway_seconds) FROM %1$s.distseq_status),"
 										" (pg_catalog.to_jsonb(n) OPERATOR(pg_catalog.->>) 'pending')::pg_catalog.bool"
 										" FROM %1$s.distseq_peer_state() n",
-										distseq_remote_schema(rc)),
+										schema),
 							   0, NULL, "li?l?n?b?", 1);
 	p->epoch = distseq_remote_int8(res, 0, 0);
 	p->members = distseq_remote_isnull(res, 0, 1) ? 0 :

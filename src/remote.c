@@ -775,6 +775,35 @@ distseq_remote_int8s(const DistseqRemoteResult *r, int row, int col, int *n)
 	return v->elems;
 }
 
+/* Where the functions peers call live on the peer (the one of its extension) */
+static void
+remote_lookup_schema(RemoteConn *rc)
+{
+	DistseqRemoteResult *res;
+
+	res = distseq_remote_query(rc,
+							   "SELECT (SELECT n.nspname"
+							   " FROM pg_catalog.pg_extension e"
+							   " JOIN pg_catalog.pg_depend d"
+							   " ON d.refobjid OPERATOR(pg_catalog.=) e.oid"
+							   " AND d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass"
+							   " AND d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass"
+							   " AND d.deptype OPERATOR(pg_catalog.=) 'e'"
+							   " JOIN pg_catalog.pg_proc p ON p.oid OPERATOR(pg_catalog.=) d.objid"
+							   " JOIN pg_catalog.pg_namespace n"
+							   " ON n.oid OPERATOR(pg_catalog.=) p.pronamespace"
+							   " WHERE e.extname OPERATOR(pg_catalog.=) 'distseq'"
+							   " AND p.proname OPERATOR(pg_catalog.=) 'distseq_peer_state')",
+							   0, NULL, "t?", 1);
+	if (distseq_remote_isnull(res, 0, 0))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("distseq is not installed on peer \"%s\"", rc->name),
+				 errhint("Run CREATE EXTENSION distseq in the database the server names.")));
+	strlcpy(rc->schema, quote_identifier(distseq_remote_text(res, 0, 0)),
+			sizeof(rc->schema));
+}
+
 /*
  * The connection to a peer, made if needed, as the user mapping of
  * "userid" says.  The session there commits synchronously, resolves
@@ -823,8 +852,6 @@ distseq_remote_get(Oid serverid, Oid userid)
 		remote_drop(rc);
 	if (rc->conn == NULL)
 	{
-		DistseqRemoteResult *res;
-
 		rc->invalidated = false;
 		rc->public_mapping = public_mapping;
 		rc->server_hash = GetSysCacheHashValue1(FOREIGNSERVEROID,
@@ -838,20 +865,7 @@ distseq_remote_get(Oid serverid, Oid userid)
 		{
 			distseq_remote_command(rc, "SET synchronous_commit = on", 0, NULL);
 			distseq_remote_command(rc, "SET search_path = pg_catalog, pg_temp", 0, NULL);
-			res = distseq_remote_query(rc,
-									   "SELECT (SELECT n.nspname"
-									   " FROM pg_catalog.pg_extension e"
-									   " JOIN pg_catalog.pg_namespace n"
-									   " ON n.oid OPERATOR(pg_catalog.=) e.extnamespace"
-									   " WHERE e.extname OPERATOR(pg_catalog.=) 'distseq')",
-									   0, NULL, "t?", 1);
-			if (distseq_remote_isnull(res, 0, 0))
-				ereport(ERROR,
-						(errcode(ERRCODE_UNDEFINED_OBJECT),
-						 errmsg("distseq is not installed on peer \"%s\"", rc->name),
-						 errhint("Run CREATE EXTENSION distseq in the database the server names.")));
-			strlcpy(rc->schema, quote_identifier(distseq_remote_text(res, 0, 0)),
-					sizeof(rc->schema));
+			remote_lookup_schema(rc);
 		}
 		PG_CATCH();
 		{
@@ -863,9 +877,17 @@ distseq_remote_get(Oid serverid, Oid userid)
 	return rc;
 }
 
+/*
+ * The schema of the functions peers call there, quoted: distseq from 1.5
+ * on, which no role but the installing superuser can rename or create in.
+ * Before, the installation schema, which its owner may rename and fill with
+ * look-alikes: looked up again for each command, never kept.
+ */
 const char *
 distseq_remote_schema(RemoteConn *rc)
 {
+	if (strcmp(rc->schema, "distseq") != 0)
+		remote_lookup_schema(rc);
 	return rc->schema;
 }
 

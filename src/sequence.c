@@ -298,9 +298,9 @@ distseq_create_for_column(PG_FUNCTION_ARGS)
 		 SPI_execute(psprintf("ALTER TABLE %s ALTER COLUMN %s DROP IDENTITY",
 							  relname, quote_identifier(column)),
 					 false, 0) != SPI_OK_UTILITY) ||
-		SPI_execute(psprintf("ALTER TABLE %s ALTER COLUMN %s SET DEFAULT %s.distseq_nextval(%s)",
+		SPI_execute(psprintf("ALTER TABLE %s ALTER COLUMN %s SET DEFAULT %s.distseq_nextval(%s::pg_catalog.text)",
 							 relname, quote_identifier(column),
-							 distseq_catalog_schema(), quote_literal_cstr(name)),
+							 distseq_extension_schema(), quote_literal_cstr(name)),
 					false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not set the default of %s.%s", relname, column);
 	SPI_finish();

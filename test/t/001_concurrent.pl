@@ -95,7 +95,7 @@ cmp_ok($issued, '>=', $total, "distseq_status counts issued values ($issued)");
 
 # The values come from the windows: none above what the catalog reserved.
 my $reserved_top = $node->safe_psql('postgres',
-	"SELECT max(next_hi) FROM distseq_windows WHERE sequence_name = 's'");
+	"SELECT max(next_hi) FROM distseq.distseq_windows WHERE sequence_name = 's'");
 my $max = (sort { $b <=> $a } keys %seen)[0];
 cmp_ok($max, '<', $reserved_top, "highest value $max lies below the reserved top");
 

@@ -130,7 +130,7 @@ cmp_ok($lost, '>', 0, "distseq_status counts values lost in crashes ($lost)");
 
 # the crashes never left a duplicated window behind
 is($node->safe_psql('postgres',
-		"SELECT count(*) FROM distseq_windows a JOIN distseq_windows b"
+		"SELECT count(*) FROM distseq.distseq_windows a JOIN distseq.distseq_windows b"
 		  . " ON a.sequence_name = b.sequence_name AND a.window_start < b.window_start"
 		  . " AND b.window_start < a.window_end"),
 	'0', 'windows do not overlap');

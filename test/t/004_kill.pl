@@ -102,7 +102,7 @@ sub block_worker
 	my ($seq) = @_;
 	my $s = session_start();
 	is(session_query($s,
-			"BEGIN; SELECT sequence_name FROM distseq_sequences"
+			"BEGIN; SELECT sequence_name FROM distseq.distseq_sequences"
 			  . " WHERE sequence_name = '$seq' FOR UPDATE;"),
 		$seq, "catalog row of $seq locked");
 	return $s;

@@ -60,7 +60,7 @@ my $old = $node->safe_psql('postgres',
 	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'distseq worker'");
 $node->safe_psql('postgres', "SELECT pg_terminate_backend($old)");
 $node->poll_query_until('postgres',
-	"SELECT next_hi = 100 FROM distseq_windows WHERE sequence_name = 'm' AND window_start = 1")
+	"SELECT next_hi = 100 FROM distseq.distseq_windows WHERE sequence_name = 'm' AND window_start = 1")
   or die "window 1 did not reopen";
 
 my @xv = split /\n/, run_sql($x, "SELECT distseq_nextval('m') FROM generate_series(1, 30);");

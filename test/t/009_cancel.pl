@@ -17,7 +17,7 @@ $node->safe_psql('postgres',
 my ($lin, $lout, $lerr) = ('', '', '');
 my $locker = IPC::Run::start([ 'psql', '-XAtq', '-d', $node->connstr('postgres') ],
 	\$lin, \$lout, \$lerr);
-$lin .= "BEGIN;\nSELECT 'locked' FROM distseq_sequences WHERE sequence_name = 'c' FOR UPDATE;\n";
+$lin .= "BEGIN;\nSELECT 'locked' FROM distseq.distseq_sequences WHERE sequence_name = 'c' FOR UPDATE;\n";
 $locker->pump until $lout =~ /locked/;
 
 my ($ret, $out, $err) = $node->psql('postgres',

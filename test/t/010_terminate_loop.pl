@@ -104,7 +104,7 @@ sub lock_catalog_row
 	$s{h} = IPC::Run::start([ 'psql', '-XAtq', '-d', $node->connstr('postgres') ],
 		'<', \$s{in}, '>', \$s{out}, '2>', \$s{err},
 		IPC::Run::timeout($timeout));
-	$s{in} .= "BEGIN;\nSELECT 'locked' FROM distseq_sequences"
+	$s{in} .= "BEGIN;\nSELECT 'locked' FROM distseq.distseq_sequences"
 	  . " WHERE sequence_name = 'tl' FOR UPDATE;\n";
 	$s{h}->pump until $s{out} =~ /locked/;
 	return \%s;
@@ -255,7 +255,7 @@ my @after = split /\n/, $node->safe_psql('postgres',
 is(scalar(@after), 100, 'draws work at the end');
 is(scalar(grep { exists $seen{$_} } @after), 0, 'and give values nobody received');
 is($node->safe_psql('postgres',
-		"SELECT count(*) FROM distseq_windows a JOIN distseq_windows b"
+		"SELECT count(*) FROM distseq.distseq_windows a JOIN distseq.distseq_windows b"
 		  . " ON a.sequence_name = b.sequence_name AND a.window_start < b.window_start"
 		  . " AND b.window_start < a.window_end"),
 	'0', 'windows do not overlap');

@@ -33,7 +33,7 @@ my %epochs;
 for my $n (qw(a b c))
 {
 	my $state = $node{$n}->safe_psql('postgres',
-		'SELECT epoch, cardinality(members) FROM distseq_node');
+		'SELECT epoch, cardinality(members) FROM distseq.distseq_node');
 	$epochs{$state}++;
 }
 is_deeply(\%epochs, { '2|3' => 3 }, 'all three nodes agree: epoch 2, three members');
@@ -45,7 +45,7 @@ $node{a}->safe_psql('postgres', 'SELECT count(*) FROM distseq_maintain()');
 for my $n (qw(b c))
 {
 	is($node{$n}->safe_psql('postgres',
-			"SELECT count(*) FROM distseq_sequences WHERE sequence_name = 'orders'"),
+			"SELECT count(*) FROM distseq.distseq_sequences WHERE sequence_name = 'orders'"),
 		'1', "orders was introduced on $n");
 	$node{$n}->safe_psql('postgres', 'SELECT count(*) FROM distseq_maintain()');
 }
@@ -57,7 +57,7 @@ sub all_windows
 	for my $n (@nodes)
 	{
 		for my $line (split /\n/, $node{$n}->safe_psql('postgres',
-				"SELECT window_start, window_end FROM distseq_windows WHERE sequence_name = '$seq'"))
+				"SELECT window_start, window_end FROM distseq.distseq_windows WHERE sequence_name = '$seq'"))
 		{
 			my ($s, $e) = split /\|/, $line;
 			push @w, [ $s, $e, $n ];
@@ -122,10 +122,10 @@ $node{c}->stop('immediate');
 is(scalar(@v), 4000, 'two nodes keep issuing with the third down');
 my $dups = grep { $seen{$_}++ } @v;
 is($dups, 0, 'nothing repeated');
-my $before = $node{a}->safe_psql('postgres', "SELECT count(*) FROM distseq_windows");
+my $before = $node{a}->safe_psql('postgres', "SELECT count(*) FROM distseq.distseq_windows");
 $node{a}->safe_psql('postgres', "SELECT distseq_create('more', window_size => 10, min_open_windows => 3)");
 $node{a}->safe_psql('postgres', 'SELECT count(*) FROM distseq_maintain()');
-cmp_ok($node{a}->safe_psql('postgres', "SELECT count(*) FROM distseq_windows"), '>', $before,
+cmp_ok($node{a}->safe_psql('postgres', "SELECT count(*) FROM distseq.distseq_windows"), '>', $before,
 	'with 2 of 3 up, distseq_maintain creates windows');
 
 # Two down: no majority; maintain refuses clearly, open windows still serve.
@@ -216,10 +216,10 @@ $copy->init_from_backup($node{c}, 'c_backup', has_streaming => 1);
 $copy->start;
 $copy->promote;
 $copy->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()') or die;
-my $state = $copy->safe_psql('postgres', 'SELECT epoch, epoch_id FROM distseq_node');
+my $state = $copy->safe_psql('postgres', 'SELECT epoch, epoch_id FROM distseq.distseq_node');
 my ($ep, $epid) = split /\|/, $state;
 ($ret, $out, $err) = $copy->psql('postgres',
-	"SELECT distseq_peer_cas('orders', $ep, $epid, 9223372036854775000, 9223372036854775001)");
+	"SELECT distseq.distseq_peer_cas('orders', $ep, $epid, 9223372036854775000, 9223372036854775001)");
 like($err, qr/this distseq node is a copy of a member/, 'a promoted copy of a member does not vote');
 ($ret, $out, $err) = $copy->psql('postgres', 'SELECT * FROM distseq_maintain()');
 like($err, qr/copy of a member|could not reach a majority/, 'nor allocates');
@@ -236,10 +236,10 @@ for my $pair ([ 'a', 'd' ], [ 'b', 'd' ], [ 'c', 'd' ], [ 'd', 'a' ], [ 'd', 'b'
 $node{a}->safe_psql('postgres', "SELECT distseq_add_peer('node_d')");
 $node{$_}->safe_psql('postgres', "SELECT distseq_add_peer('node_d')") for qw(b c);
 $d->safe_psql('postgres', "SELECT distseq_add_peer('node_$_')") for qw(a b c);
-is($d->safe_psql('postgres', 'SELECT count(*) > 0 FROM distseq_seed'), 't',
+is($d->safe_psql('postgres', 'SELECT count(*) > 0 FROM distseq.distseq_seed'), 't',
 	'the joiner was seeded for sequences it does not have yet');
 $d->safe_psql('postgres', 'SELECT count(*) FROM distseq_maintain()');
-is($d->safe_psql('postgres', "SELECT count(*) FROM distseq_windows WHERE sequence_name = 'orders'"),
+is($d->safe_psql('postgres', "SELECT count(*) FROM distseq.distseq_windows WHERE sequence_name = 'orders'"),
 	'2', 'the joiner opened its own windows');
 is(scalar(overlaps(all_windows('orders', qw(a b c d)))), 0, "the joiner's windows overlap no one's");
 is(scalar(overlaps(all_windows('race', qw(a b c d)))), 0, 'for every sequence');

@@ -31,7 +31,7 @@ $node{$_}->safe_psql('postgres', 'SELECT count(*) FROM distseq_maintain()') for 
 $node{c}->safe_psql('postgres',
 	"SELECT distseq_create('audit', block_size => 10, servers => ARRAY['node_a', 'node_b'])");
 is($node{c}->safe_psql('postgres',
-		"SELECT count(*) FROM distseq_windows WHERE sequence_name = 'audit'"),
+		"SELECT count(*) FROM distseq.distseq_windows WHERE sequence_name = 'audit'"),
 	'0', 'c holds no window of its own');
 
 my %seen;
@@ -48,7 +48,7 @@ sub draw
 my @c1 = draw('c', 500);
 is(scalar(@c1), 500, 'c draws through a');
 my ($c_first) = $node{a}->safe_psql('postgres',
-	"SELECT count(*) FROM distseq_windows WHERE sequence_name = 'audit' AND next_hi > window_start");
+	"SELECT count(*) FROM distseq.distseq_windows WHERE sequence_name = 'audit' AND next_hi > window_start");
 ok($c_first > 0, "the values came out of a's windows");
 draw('a', 300);
 draw('b', 300);
@@ -75,7 +75,7 @@ $node{c}->safe_psql('postgres',
 	"SELECT distseq_create('mixed', block_size => 10, servers => ARRAY['node_a', 'node_d'])");
 $node{c}->safe_psql('postgres', "SELECT distseq_nextval('mixed')");
 is($node{c}->safe_psql('postgres',
-		"SELECT cardinality(server_nodes) FROM distseq_sequences WHERE sequence_name = 'mixed'"),
+		"SELECT cardinality(server_nodes) FROM distseq.distseq_sequences WHERE sequence_name = 'mixed'"),
 	'2', 'c learned the group it draws from: a and b');
 
 $node{a}->stop('immediate');

@@ -23,7 +23,7 @@ for my $n (@names)
 
 sub sql { my ($n, $q) = @_; return $node{$n}->safe_psql('postgres', $q); }
 
-sub state { return sql($_[0], 'SELECT epoch, cardinality(members), pending FROM distseq_node'); }
+sub state { return sql($_[0], 'SELECT epoch, cardinality(members), pending FROM distseq.distseq_node'); }
 
 sub windows_of
 {
@@ -32,7 +32,7 @@ sub windows_of
 	for my $n (@nodes)
 	{
 		push @w, map { [ split /\|/ ] } split /\n/,
-		  sql($n, "SELECT window_start, window_end FROM distseq_windows WHERE sequence_name = '$seq'");
+		  sql($n, "SELECT window_start, window_end FROM distseq.distseq_windows WHERE sequence_name = '$seq'");
 	}
 	return @w;
 }
@@ -105,12 +105,12 @@ $node{b}->start;
 # c is down for good; a removes it with b: two of three agree.
 sql('a', "SELECT distseq_remove_peer('node_c')");
 is(join(',', map { state($_) } qw(a b)), '3|2|f,3|2|f', 'c removed: a and b in epoch 3, two members');
-is(sql('a', "SELECT count(*) FROM distseq_peer WHERE server_name = 'node_c'"), '0',
+is(sql('a', "SELECT count(*) FROM distseq.distseq_peer WHERE server_name = 'node_c'"), '0',
 	'a forgot the server of c once the change was finished');
-is(sql('b', "SELECT count(*) FROM distseq_peer WHERE server_name = 'node_c'"), '1',
+is(sql('b', "SELECT count(*) FROM distseq.distseq_peer WHERE server_name = 'node_c'"), '1',
 	'b still knows it');
 sql('b', "SELECT distseq_remove_peer('node_c')");
-is(sql('b', "SELECT count(*) FROM distseq_peer WHERE server_name = 'node_c'"), '0',
+is(sql('b', "SELECT count(*) FROM distseq.distseq_peer WHERE server_name = 'node_c'"), '0',
 	'a server that is no member any more is simply forgotten');
 for (1 .. 3)
 {
@@ -169,11 +169,11 @@ $node{b}->stop('immediate');
 ($ret, $out, $err) = $node{a}->psql('postgres', "SELECT distseq_remove_peer('node_d')");
 is($ret, 0, 'a removes d with b down (a and d agree)');
 like($err, qr/decided, but not active on every member yet/, 'with a warning that b missed it');
-is(sql('a', 'SELECT count(*) FROM distseq_change WHERE NOT finished'), '1',
+is(sql('a', 'SELECT count(*) FROM distseq.distseq_change WHERE NOT finished'), '1',
 	'the change is not finished on a');
 $node{b}->start;
 $node{a}->poll_query_until('postgres',
-	'SELECT count(*) = 0 FROM distseq_change WHERE NOT finished')
+	'SELECT count(*) = 0 FROM distseq.distseq_change WHERE NOT finished')
   or die 'b never caught up';
 is(join(',', map { state($_) } qw(a b)), '5|2|f,5|2|f', 'b caught up: epoch 5, a and b');
 ($ret, $out, $err) = $node{d}->psql('postgres', 'SELECT * FROM distseq_maintain()');
@@ -186,13 +186,13 @@ sql($_, 'SELECT count(*) FROM distseq_maintain()') for qw(a b);
 # it refuses every compare-and-set, until it asks the proposer and goes
 # back.  (The call below is what a dying proposer leaves behind.)
 my ($epoch, $epoch_id, $a_id) = split /\|/,
-  sql('a', 'SELECT epoch, epoch_id, node_id FROM distseq_node');
+  sql('a', 'SELECT epoch, epoch_id, node_id FROM distseq.distseq_node');
 $node{b}->safe_psql('postgres', qq(
-	SELECT distseq_peer_epoch_cas($epoch, $epoch_id, $epoch + 1, 12345,
-		(SELECT members FROM distseq_node), $a_id, (SELECT node_id FROM distseq_node))));
-is(sql('b', "SELECT distseq_peer_cas('orders', $epoch + 1, 12345, 9223372036854775000, 9223372036854775001)"),
+	SELECT distseq.distseq_peer_epoch_cas($epoch, $epoch_id, $epoch + 1, 12345,
+		(SELECT members FROM distseq.distseq_node), $a_id, (SELECT node_id FROM distseq.distseq_node))));
+is(sql('b', "SELECT distseq.distseq_peer_cas('orders', $epoch + 1, 12345, 9223372036854775000, 9223372036854775001)"),
 	'f', 'a pending member refuses every compare-and-set');
-$node{b}->poll_query_until('postgres', 'SELECT NOT pending FROM distseq_node')
+$node{b}->poll_query_until('postgres', 'SELECT NOT pending FROM distseq.distseq_node')
   or die 'b stayed pending';
 is(state('b'), '5|2|f', 'b asked a, learned the change was never decided, and went back');
 like(slurp_file($node{b}->logfile), qr/was abandoned; this node is back in the membership before it/,

@@ -73,14 +73,14 @@ for (1 .. 3)
 	$_->safe_psql('postgres', 'SELECT count(*) FROM distseq_maintain()')
 	  for ($node{a}, $node{b}, $standby);
 }
-is($standby->safe_psql('postgres', 'SELECT cardinality(members), pending FROM distseq_node'),
+is($standby->safe_psql('postgres', 'SELECT cardinality(members), pending FROM distseq.distseq_node'),
 	'3|f', 'as the same member of the same group');
 
 my @w;
 for my $n ($node{a}, $node{b}, $standby)
 {
 	push @w, map { [ split /\|/ ] } split /\n/, $n->safe_psql('postgres',
-		"SELECT window_start, window_end FROM distseq_windows WHERE sequence_name = 'orders'");
+		"SELECT window_start, window_end FROM distseq.distseq_windows WHERE sequence_name = 'orders'");
 }
 @w = sort { $a->[0] <=> $b->[0] } @w;
 my $bad = grep { $w[$_]->[0] < $w[ $_ - 1 ]->[1] } 1 .. $#w;

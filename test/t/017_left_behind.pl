@@ -37,7 +37,7 @@ sub draw
 	  sql($n, "SELECT distseq_nextval('orders') FROM generate_series(1, $count)");
 }
 draw($_, 300) for qw(a b c);
-my $c_epoch = sql('c', 'SELECT epoch FROM distseq_node');
+my $c_epoch = sql('c', 'SELECT epoch FROM distseq.distseq_node');
 
 # c is down while a adds d, then e: it misses both changes.
 $node{c}->stop('immediate');
@@ -56,17 +56,17 @@ for (1 .. 2)
 	draw($_, 300) for qw(a b d e);
 	sql($_, 'SELECT count(*) FROM distseq_maintain()') for qw(a b d e);
 }
-my $epoch = sql('a', 'SELECT epoch FROM distseq_node');
+my $epoch = sql('a', 'SELECT epoch FROM distseq.distseq_node');
 is($epoch, $c_epoch + 2, 'two changes were made without c');
 
 # c is back: the proposer's worker activates it from where it was left.
 $node{c}->start;
 $node{a}->poll_query_until('postgres',
-	'SELECT bool_and(finished) FROM distseq_change')
+	'SELECT bool_and(finished) FROM distseq.distseq_change')
   or die 'c was never brought in';
 sql('c', "SELECT distseq_add_peer('node_$_')") for qw(d e);
 sql($_, "SELECT distseq_add_peer('node_c')") for qw(d e);
-is(sql('c', 'SELECT epoch, cardinality(members), pending FROM distseq_node'), "$epoch|5|f",
+is(sql('c', 'SELECT epoch, cardinality(members), pending FROM distseq.distseq_node'), "$epoch|5|f",
 	'c is an active member of the newest membership');
 sql('c', 'SELECT count(*) FROM distseq_maintain()');
 for (1 .. 2)
@@ -79,7 +79,7 @@ my @w;
 for my $n (@names)
 {
 	push @w, map { [ split /\|/ ] } split /\n/,
-	  sql($n, "SELECT window_start, window_end FROM distseq_windows WHERE sequence_name = 'orders'");
+	  sql($n, "SELECT window_start, window_end FROM distseq.distseq_windows WHERE sequence_name = 'orders'");
 }
 @w = sort { $a->[0] <=> $b->[0] } @w;
 is(scalar(grep { $w[$_]->[0] < $w[ $_ - 1 ]->[1] } 1 .. $#w), 0, 'no two windows overlap');
