@@ -1062,11 +1062,13 @@ distseq_remote_wake_all(void)
 /*
  * Does an error of a peer command say the peer did not answer (no
  * connection, a lost one, a timeout here or there, a shutdown), rather
- * than answering with a refusal?
+ * than answering with a refusal or a bad answer (08P01)?
  */
 bool
 distseq_remote_unanswered(int sqlerrcode)
 {
+	if (sqlerrcode == ERRCODE_PROTOCOL_VIOLATION)
+		return false;
 	return ERRCODE_TO_CATEGORY(sqlerrcode) == ERRCODE_CONNECTION_EXCEPTION ||
 		ERRCODE_TO_CATEGORY(sqlerrcode) == ERRCODE_OPERATOR_INTERVENTION;
 }
