@@ -77,7 +77,7 @@ member_exec(Member *m, const char *sql, int nparams, const char **params,
 
 	if (!m->reachable)
 		return NULL;
-	if (distseq_remote_resting(m->peer->serverid))
+	if (distseq_remote_resting(m->peer->serverid, NULL))
 	{
 		m->reachable = false;
 		m->error = psprintf("%s: did not answer a moment ago", m->peer->name);
@@ -86,7 +86,7 @@ member_exec(Member *m, const char *sql, int nparams, const char **params,
 	if ((res = distseq_peer_exec(m->peer, sql, nparams, params, columns, 1,
 								 &m->error)) == NULL)
 	{
-		distseq_remote_rest(m->peer->serverid);
+		distseq_remote_rest(m->peer->serverid, NULL);
 		m->reachable = false;
 	}
 	return res;

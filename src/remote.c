@@ -1002,14 +1002,16 @@ typedef struct RemoteRest
 {
 	Oid			serverid;
 	TimestampTz retry_at;
+	char		error[80];		/* why it failed, cut short, or "" */
 } RemoteRest;
 
 #define REST_INTERVALS	4
 
 static List *resting = NIL;
 
+/* Is a server resting?  Then *error (if not NULL) says why, or is "" */
 bool
-distseq_remote_resting(Oid serverid)
+distseq_remote_resting(Oid serverid, const char **error)
 {
 	ListCell   *lc;
 
@@ -1017,38 +1019,46 @@ distseq_remote_resting(Oid serverid)
 	{
 		RemoteRest *r = lfirst(lc);
 
-		if (r->serverid == serverid)
-			return GetCurrentTimestamp() < r->retry_at;
+		if (r->serverid == serverid && GetCurrentTimestamp() < r->retry_at)
+		{
+			if (error)
+				*error = r->error;
+			return true;
+		}
 	}
 	return false;
 }
 
 void
-distseq_remote_rest(Oid serverid)
+distseq_remote_rest(Oid serverid, const char *error)
 {
 	TimestampTz retry_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 													   REST_INTERVALS *
 													   Max(distseq_agent_interval,
 														   distseq_remote_timeout));
 	ListCell   *lc;
-	RemoteRest *r;
+	RemoteRest *r = NULL;
 	MemoryContext oldcxt;
 
 	foreach(lc, resting)
 	{
 		r = lfirst(lc);
 		if (r->serverid == serverid)
-		{
-			r->retry_at = retry_at;
-			return;
-		}
+			break;
+		r = NULL;
 	}
-	oldcxt = MemoryContextSwitchTo(TopMemoryContext);
-	r = palloc(sizeof(RemoteRest));
-	r->serverid = serverid;
+	if (r == NULL)
+	{
+		oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+		r = palloc(sizeof(RemoteRest));
+		r->serverid = serverid;
+		resting = lappend(resting, r);
+		MemoryContextSwitchTo(oldcxt);
+	}
 	r->retry_at = retry_at;
-	resting = lappend(resting, r);
-	MemoryContextSwitchTo(oldcxt);
+	r->error[0] = '\0';
+	if (error)
+		strlcpy(r->error, error, pg_mbcliplen(error, strlen(error), sizeof(r->error) - 1) + 1);
 }
 
 /* Forget every rest (a small list: one per server) */

@@ -671,9 +671,12 @@ worker_remote_refill(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
 	foreach(lc, src->sources)
 	{
 		RemoteSource *s = lfirst(lc);
+		const char *why;
 
-		if (s->error == NULL && distseq_remote_resting(s->serverid))
-			s->error = psprintf("distseq peer \"%s\" did not answer a moment ago", s->name);
+		/* the reason it rests, for who wonders why it is not tried */
+		if (s->error == NULL && distseq_remote_resting(s->serverid, &why))
+			s->error = why[0] ? psprintf("%s (a moment ago)", why) :
+				psprintf("distseq peer \"%s\" did not answer a moment ago", s->name);
 		if (s->error)
 		{
 			appendStringInfo(&errors, "%s%s", errors.len ? "; " : "", s->error);
@@ -692,7 +695,7 @@ worker_remote_refill(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
 			remote_waiting = NULL;
 			edata = worker_catch(cxt);
 			if (distseq_remote_unanswered(edata->sqlerrcode))
-				distseq_remote_rest(s->serverid);
+				distseq_remote_rest(s->serverid, edata->message);
 			appendStringInfo(&errors, "%s%s", errors.len ? "; " : "", edata->message);
 			FreeErrorData(edata);
 		}
