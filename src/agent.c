@@ -63,74 +63,7 @@ typedef struct AgentSeq
 	int32		min_open;
 } AgentSeq;
 
-/*
- * Peers that did not answer are not tried again for a while: one that is
- * down costs distseq.remote_timeout once every four agent intervals (or
- * remote timeouts, if longer), not at every step, and the refills the same
- * worker serves wait that much less.
- * distseq_maintain() tries every peer afresh.  In TopMemoryContext.
- */
-typedef struct Unreachable
-{
-	Oid			serverid;
-	TimestampTz retry_at;
-} Unreachable;
-
-#define UNREACHABLE_INTERVALS	4
-
-static List *unreachable = NIL;
 static MemoryContext pass_cxt = NULL;
-
-static bool
-peer_resting(Oid serverid)
-{
-	ListCell   *lc;
-
-	foreach(lc, unreachable)
-	{
-		Unreachable *u = lfirst(lc);
-
-		if (u->serverid == serverid)
-			return GetCurrentTimestamp() < u->retry_at;
-	}
-	return false;
-}
-
-static void
-peer_rest(Oid serverid)
-{
-	TimestampTz retry_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-													   UNREACHABLE_INTERVALS *
-													   Max(distseq_agent_interval,
-														   distseq_remote_timeout));
-	ListCell   *lc;
-	Unreachable *u;
-	MemoryContext oldcxt;
-
-	foreach(lc, unreachable)
-	{
-		u = lfirst(lc);
-		if (u->serverid == serverid)
-		{
-			u->retry_at = retry_at;
-			return;
-		}
-	}
-	oldcxt = MemoryContextSwitchTo(TopMemoryContext);
-	u = palloc(sizeof(Unreachable));
-	u->serverid = serverid;
-	u->retry_at = retry_at;
-	unreachable = lappend(unreachable, u);
-	MemoryContextSwitchTo(oldcxt);
-}
-
-/* Forget every peer that did not answer (a small list: one per server) */
-static void
-peers_wake(void)
-{
-	list_free_deep(unreachable);
-	unreachable = NIL;
-}
 
 /*
  * Run "sql" (with %s for the peer's schema) on a member, its answer checked
@@ -144,7 +77,7 @@ member_exec(Member *m, const char *sql, int nparams, const char **params,
 
 	if (!m->reachable)
 		return NULL;
-	if (peer_resting(m->peer->serverid))
+	if (distseq_remote_resting(m->peer->serverid, NULL))
 	{
 		m->reachable = false;
 		m->error = psprintf("%s: did not answer a moment ago", m->peer->name);
@@ -153,7 +86,7 @@ member_exec(Member *m, const char *sql, int nparams, const char **params,
 	if ((res = distseq_peer_exec(m->peer, sql, nparams, params, columns, 1,
 								 &m->error)) == NULL)
 	{
-		peer_rest(m->peer->serverid);
+		distseq_remote_rest(m->peer->serverid, NULL);
 		m->reachable = false;
 	}
 	return res;
@@ -529,7 +462,7 @@ distseq_agent_run(bool afresh)
 	MemoryContextReset(pass_cxt);
 	cxt = pass_cxt;
 	if (afresh)
-		peers_wake();
+		distseq_remote_wake_all();
 
 	distseq_change_resume();
 

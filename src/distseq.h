@@ -267,6 +267,8 @@ extern void distseq_pool_take_all(DistseqSeq *seq, DistseqRange *ranges,
 typedef struct RemoteConn RemoteConn;
 typedef struct DistseqRemoteResult DistseqRemoteResult;
 extern RemoteConn *distseq_remote_get(Oid serverid, Oid userid);
+extern RemoteConn *distseq_remote_lookup(Oid serverid, Oid userid);
+extern void distseq_remote_open(RemoteConn *rc);
 extern DistseqRemoteResult *distseq_remote_query(RemoteConn *rc, const char *sql,
 												 int nparams, const char *const *params,
 												 const char *columns, int nrows);
@@ -282,6 +284,10 @@ extern const int64 *distseq_remote_int8s(const DistseqRemoteResult *r, int row, 
 extern const char *distseq_remote_schema(RemoteConn *rc);
 extern void distseq_remote_close_all(void);
 extern bool distseq_remote_try(void (*fn) (void *), void *arg, char **error);
+extern bool distseq_remote_resting(Oid serverid, const char **error);
+extern void distseq_remote_rest(Oid serverid, const char *error);
+extern void distseq_remote_wake_all(void);
+extern bool distseq_remote_unanswered(int sqlerrcode);
 
 /* src/member.c */
 typedef struct DistseqNodeState

@@ -4,10 +4,33 @@
  *	  Connections to peers over libpq, and the foreign-data wrapper
  *	  "distseq" whose servers and user mappings say how to reach them.
  *
- * Used by the refill worker (the agent) and by administrators' backends
- * (distseq_add_peer, distseq_maintain); never by distseq_nextval.  Every
- * wait -- connecting, sending, reading -- is a WaitLatchOrSocket bounded by
- * distseq.remote_timeout, so cancel, SIGTERM and postmaster death end it.
+ * Used by the refill worker (the agent, remote refills) and by
+ * administrators' backends (distseq_add_peer, distseq_peers); never by
+ * distseq_nextval.  No libpq call here blocks: connections are made with
+ * PQconnectStartParams/PQconnectPoll and used in non-blocking mode, and
+ * every wait -- connecting, sending, reading -- is a WaitLatchOrSocket
+ * bounded by distseq.remote_timeout, so cancel, SIGTERM and postmaster
+ * death end it.  Only the host name lookup inside PQconnectStartParams is
+ * the system resolver's (a hostaddr needs none).
+ *
+ * A command that times out is not cancelled: the connection is closed
+ * (PQfinish, which in non-blocking mode never waits to send its Terminate
+ * message).  A cancel request is a second connection to a peer that did
+ * not answer the first, and PQcancel blocks until the peer closes it
+ * (libpq 17's PQcancelPoll could be bounded, but not older ones).  Instead
+ * the peer's session runs with statement_timeout = distseq.remote_timeout,
+ * so its backend ends a command we gave up on by itself, as a cancel would,
+ * and notices the closed connection at its next read.  A command that
+ * timed out may still have committed there, as it could when a cancel came
+ * too late: callers take the effect of a failed command as unknown (a
+ * raised mark or a reservation loses values at worst).
+ *
+ * While the refill worker waits on a peer outside any transaction (a
+ * remote refill), it serves the other refills of its database between
+ * wake-ups (distseq_worker_serve_refills): one slow peer costs only the
+ * sequence that waits on it.  Peers that did not answer rest for a while
+ * (distseq_remote_rest) so that a hung one costs a timeout only now and
+ * then.
  *
  * Connections are kept per process, one per user mapping and local role
  * (the PUBLIC mapping serves many roles, and whether a role must use a
@@ -59,6 +82,7 @@
 #include "utils/builtins.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
+#include "utils/memutils.h"
 #include "utils/resowner.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
@@ -73,7 +97,12 @@ struct RemoteConn
 {
 	RemoteConnKey key;			/* hash key */
 	PGconn	   *conn;
+	bool		busy;			/* waiting on a command or a connect */
 	bool		invalidated;	/* server, mapping or role changed */
+	bool		superuser;		/* the local role, when looked up */
+	int			timeout;		/* statement_timeout set there, ms */
+	const char **keys;			/* libpq options until connected */
+	const char **vals;
 	bool		public_mapping; /* made with the PUBLIC mapping */
 	uint32		server_hash;	/* syscache hash values of the above */
 	uint32		mapping_hash;
@@ -213,6 +242,9 @@ remote_inval(Datum arg, int cacheid, uint32 hashvalue)
 	HASH_SEQ_STATUS status;
 	RemoteConn *rc;
 
+	/* a changed server or mapping deserves a fresh try */
+	if (cacheid != AUTHOID)
+		distseq_remote_wake_all();
 	hash_seq_init(&status, remote_conns);
 	while ((rc = hash_seq_search(&status)) != NULL)
 	{
@@ -254,7 +286,8 @@ remote_drop(RemoteConn *rc)
 
 /*
  * Wait until the socket is ready or the deadline passes.  Returns false on
- * timeout; errors out when the process is told to stop.
+ * timeout; errors out when the process is told to stop.  Outside a
+ * transaction, the refill worker serves the refills asked for meanwhile.
  */
 static bool
 remote_wait(RemoteConn *rc, int events, TimestampTz deadline)
@@ -282,48 +315,87 @@ remote_wait(RemoteConn *rc, int events, TimestampTz deadline)
 								rc->name)));
 			}
 			CHECK_FOR_INTERRUPTS();
+			if (!IsTransactionState())
+			{
+				/* nothing served may use this connection meanwhile */
+				rc->busy = true;
+				PG_TRY();
+				{
+					distseq_worker_serve_refills();
+				}
+				PG_FINALLY();
+				{
+					rc->busy = false;
+				}
+				PG_END_TRY();
+			}
 		}
 		if (rv & (WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE))
 			return true;
 	}
 }
 
+/*
+ * The libpq options of a connection, kept from the catalog look-up to the
+ * connect, which needs no catalog (and may run outside a transaction).
+ */
 static void
-remote_connect(RemoteConn *rc, ForeignServer *server, UserMapping *um, Oid userid)
+remote_plan(RemoteConn *rc, ForeignServer *server, UserMapping *um, Oid userid)
 {
+	static MemoryContext cxt = NULL;
 	List	   *opts = list_concat(list_copy(server->options), um->options);
-	const char **keys;
-	const char **vals;
+	HASH_SEQ_STATUS status;
+	RemoteConn *other;
+	MemoryContext oldcxt;
 	int			n = 0;
 	bool		has_password = false;
-	TimestampTz deadline;
 	ListCell   *lc;
 
-	keys = palloc0(sizeof(char *) * (list_length(opts) + 3));
-	vals = palloc0(sizeof(char *) * (list_length(opts) + 3));
+	rc->superuser = superuser_arg(userid);
+	if (cxt == NULL)
+		cxt = AllocSetContextCreate(TopMemoryContext, "distseq peer options",
+									ALLOCSET_SMALL_SIZES);
+	/* one plan at a time in this process: forget any older one */
+	hash_seq_init(&status, remote_conns);
+	while ((other = hash_seq_search(&status)) != NULL)
+		other->keys = other->vals = NULL;
+	MemoryContextReset(cxt);
+	oldcxt = MemoryContextSwitchTo(cxt);
+	rc->keys = palloc0(sizeof(char *) * (list_length(opts) + 3));
+	rc->vals = palloc0(sizeof(char *) * (list_length(opts) + 3));
 	foreach(lc, opts)
 	{
 		DefElem    *def = (DefElem *) lfirst(lc);
 
-		keys[n] = def->defname;
-		vals[n] = defGetString(def);
-		if (strcmp(def->defname, "password") == 0 && vals[n][0] != '\0')
+		rc->keys[n] = pstrdup(def->defname);
+		rc->vals[n] = pstrdup(defGetString(def));
+		if (strcmp(def->defname, "password") == 0 && rc->vals[n][0] != '\0')
 			has_password = true;
 		n++;
 	}
-	keys[n] = "fallback_application_name";
-	vals[n++] = "distseq";
-	keys[n] = "client_encoding";
-	vals[n++] = GetDatabaseEncodingName();
-	keys[n] = NULL;
+	rc->keys[n] = "fallback_application_name";
+	rc->vals[n++] = "distseq";
+	rc->keys[n] = "client_encoding";
+	rc->vals[n++] = GetDatabaseEncodingName();
+	rc->keys[n] = NULL;
+	MemoryContextSwitchTo(oldcxt);
 
-	if (!superuser_arg(userid) && !has_password)
+	if (!rc->superuser && !has_password)
 		ereport(ERROR,
 				(errcode(ERRCODE_S_R_E_PROHIBITED_SQL_STATEMENT_ATTEMPTED),
 				 errmsg("password is required to reach distseq peer \"%s\"", rc->name),
 				 errdetail("Non-superusers must give a password in the user mapping.")));
+}
 
-	rc->conn = PQconnectStartParams(keys, vals, false);
+static void
+remote_connect(RemoteConn *rc)
+{
+	TimestampTz deadline;
+
+	if (rc->keys == NULL)
+		elog(ERROR, "distseq: no connection plan for peer \"%s\"", rc->name);
+	rc->conn = PQconnectStartParams(rc->keys, rc->vals, false);
+	rc->keys = rc->vals = NULL;
 	if (rc->conn == NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
@@ -360,13 +432,24 @@ remote_connect(RemoteConn *rc, ForeignServer *server, UserMapping *um, Oid useri
 	}
 
 	PQsetNoticeReceiver(rc->conn, remote_notice, rc);
-	if (!superuser_arg(userid) && !PQconnectionUsedPassword(rc->conn))
+	if (!rc->superuser && !PQconnectionUsedPassword(rc->conn))
 	{
 		remote_drop(rc);
 		ereport(ERROR,
 				(errcode(ERRCODE_S_R_E_PROHIBITED_SQL_STATEMENT_ATTEMPTED),
 				 errmsg("password is required to reach distseq peer \"%s\"", rc->name),
 				 errdetail("The peer did not ask for the password, so this server's own identity would be used.")));
+	}
+	/* sending, and closing with its Terminate message, never waits then */
+	if (PQsetnonblocking(rc->conn, 1) != 0)
+	{
+		char	   *msg = pchomp(PQerrorMessage(rc->conn));
+
+		remote_drop(rc);
+		ereport(ERROR,
+				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+				 errmsg("could not connect to distseq peer \"%s\"", rc->name),
+				 errdetail_internal("%s", msg)));
 	}
 }
 
@@ -486,14 +569,7 @@ remote_run(RemoteConn *rc, const char *sql, int nparams, const char *const *para
 
 timeout:
 	{
-		PGcancel   *cancel = PQgetCancel(rc->conn);
-		char		errbuf[256];
-
-		if (cancel)
-		{
-			(void) PQcancel(cancel, errbuf, sizeof(errbuf));
-			PQfreeCancel(cancel);
-		}
+		/* no cancel: the peer's statement_timeout ends it there */
 		PQclear(res);
 		remote_drop(rc);
 		ereport(ERROR,
@@ -805,12 +881,12 @@ remote_lookup_schema(RemoteConn *rc)
 }
 
 /*
- * The connection to a peer, made if needed, as the user mapping of
- * "userid" says.  The session there commits synchronously, resolves
- * names in pg_catalog only, and names distseq's schema for us.
+ * The connection to a peer for "userid", as its user mapping says, looked
+ * up in the catalog (in a transaction): one that is still good, or one to
+ * make with distseq_remote_open(), which needs no transaction.
  */
 RemoteConn *
-distseq_remote_get(Oid serverid, Oid userid)
+distseq_remote_lookup(Oid serverid, Oid userid)
 {
 	ForeignServer *server;
 	UserMapping *um;
@@ -845,10 +921,19 @@ distseq_remote_get(Oid serverid, Oid userid)
 	key.userid = userid;
 	rc = hash_search(remote_conns, &key, HASH_ENTER, &found);
 	if (!found)
-		rc->conn = NULL;
+		memset((char *) rc + sizeof(key), 0, sizeof(RemoteConn) - sizeof(key));
+	if (rc->busy)
+		elog(ERROR, "distseq: the connection to peer \"%s\" is in use", rc->name);
 	strlcpy(rc->name, server->servername, NAMEDATALEN);
+
+	/*
+	 * A command still in progress was left by an error or a cancel while
+	 * waiting for it; a changed distseq.remote_timeout is set at connect.
+	 */
 	if (rc->conn &&
-		(rc->invalidated || PQstatus(rc->conn) != CONNECTION_OK))
+		(rc->invalidated || PQstatus(rc->conn) != CONNECTION_OK ||
+		 PQtransactionStatus(rc->conn) != PQTRANS_IDLE ||
+		 rc->timeout != distseq_remote_timeout))
 		remote_drop(rc);
 	if (rc->conn == NULL)
 	{
@@ -859,21 +944,52 @@ distseq_remote_get(Oid serverid, Oid userid)
 		rc->mapping_hash = GetSysCacheHashValue1(USERMAPPINGOID,
 												 ObjectIdGetDatum(um->umid));
 		rc->role_hash = GetSysCacheHashValue1(AUTHOID, ObjectIdGetDatum(userid));
-		remote_connect(rc, server, um, userid);
-		/* a connection is used only once it is set up */
-		PG_TRY();
-		{
-			distseq_remote_command(rc, "SET synchronous_commit = on", 0, NULL);
-			distseq_remote_command(rc, "SET search_path = pg_catalog, pg_temp", 0, NULL);
-			remote_lookup_schema(rc);
-		}
-		PG_CATCH();
-		{
-			remote_drop(rc);
-			PG_RE_THROW();
-		}
-		PG_END_TRY();
+		remote_plan(rc, server, um, userid);
 	}
+	return rc;
+}
+
+/*
+ * Connect a connection distseq_remote_lookup() returned, if it is not
+ * connected yet.  The session there commits synchronously, resolves names
+ * in pg_catalog only, ends any command after distseq.remote_timeout, and
+ * names distseq's schema for us.
+ */
+void
+distseq_remote_open(RemoteConn *rc)
+{
+	char		timeout[32];
+	const char *params[1] = {timeout};
+
+	if (rc->conn)
+		return;
+	remote_connect(rc);
+	/* a connection is used only once it is set up */
+	PG_TRY();
+	{
+		snprintf(timeout, sizeof(timeout), "%d", distseq_remote_timeout);
+		distseq_remote_command(rc, "SET synchronous_commit = on", 0, NULL);
+		distseq_remote_command(rc, "SET search_path = pg_catalog, pg_temp", 0, NULL);
+		distseq_remote_command(rc, "SELECT pg_catalog.set_config('statement_timeout',"
+							   " $1::pg_catalog.text, false)", 1, params);
+		rc->timeout = distseq_remote_timeout;
+		remote_lookup_schema(rc);
+	}
+	PG_CATCH();
+	{
+		remote_drop(rc);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+}
+
+/* The connection to a peer, made if needed (in a transaction) */
+RemoteConn *
+distseq_remote_get(Oid serverid, Oid userid)
+{
+	RemoteConn *rc = distseq_remote_lookup(serverid, userid);
+
+	distseq_remote_open(rc);
 	return rc;
 }
 
@@ -896,6 +1012,98 @@ void
 distseq_remote_close_all(void)
 {
 	remote_close_all(0, (Datum) 0);
+}
+
+/*
+ * Peers that did not answer are not tried again for a while: one that is
+ * down or hung costs distseq.remote_timeout once every four agent
+ * intervals (or remote timeouts, if longer), not at every step or refill.
+ * Kept per process, per foreign server; distseq_maintain() tries every
+ * peer afresh.  In TopMemoryContext.
+ */
+typedef struct RemoteRest
+{
+	Oid			serverid;
+	TimestampTz retry_at;
+	char		error[80];		/* why it failed, cut short, or "" */
+} RemoteRest;
+
+#define REST_INTERVALS	4
+
+static List *resting = NIL;
+
+/* Is a server resting?  Then *error (if not NULL) says why, or is "" */
+bool
+distseq_remote_resting(Oid serverid, const char **error)
+{
+	ListCell   *lc;
+
+	foreach(lc, resting)
+	{
+		RemoteRest *r = lfirst(lc);
+
+		if (r->serverid == serverid && GetCurrentTimestamp() < r->retry_at)
+		{
+			if (error)
+				*error = r->error;
+			return true;
+		}
+	}
+	return false;
+}
+
+void
+distseq_remote_rest(Oid serverid, const char *error)
+{
+	TimestampTz retry_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													   REST_INTERVALS *
+													   Max(distseq_agent_interval,
+														   distseq_remote_timeout));
+	ListCell   *lc;
+	RemoteRest *r = NULL;
+	MemoryContext oldcxt;
+
+	foreach(lc, resting)
+	{
+		r = lfirst(lc);
+		if (r->serverid == serverid)
+			break;
+		r = NULL;
+	}
+	if (r == NULL)
+	{
+		oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+		r = palloc(sizeof(RemoteRest));
+		r->serverid = serverid;
+		resting = lappend(resting, r);
+		MemoryContextSwitchTo(oldcxt);
+	}
+	r->retry_at = retry_at;
+	r->error[0] = '\0';
+	if (error)
+		strlcpy(r->error, error, pg_mbcliplen(error, strlen(error), sizeof(r->error) - 1) + 1);
+}
+
+/* Forget every rest (a small list: one per server) */
+void
+distseq_remote_wake_all(void)
+{
+	list_free_deep(resting);
+	resting = NIL;
+}
+
+/*
+ * Does an error of a peer command say the peer did not answer (no
+ * connection, a lost one, a timeout here or there, a shutdown), rather
+ * than answering with a refusal or a bad answer (08P01)?
+ */
+bool
+distseq_remote_unanswered(int sqlerrcode)
+{
+	if (sqlerrcode == ERRCODE_PROTOCOL_VIOLATION)
+		return false;
+	return ERRCODE_TO_CATEGORY(sqlerrcode) == ERRCODE_CONNECTION_EXCEPTION ||
+		ERRCODE_TO_CATEGORY(sqlerrcode) == ERRCODE_OPERATOR_INTERVENTION;
 }
 
 /*

@@ -14,6 +14,15 @@
  * One worker per database and one flag per sequence keep at most one
  * refill per sequence in flight.
  *
+ * A sequence that draws from other servers is refilled by a call to one of
+ * them, made outside any transaction: while the worker waits on it (up to
+ * distseq.remote_timeout), it serves the refills of the database's other
+ * sequences from their own windows (distseq_worker_serve_refills), and puts
+ * off those that would call a server or the agent until the call ends, so
+ * one remote call at most is in flight.  A server that did not answer rests
+ * a while (remote.c): a hung one costs only its own sequence, a timeout now
+ * and then.
+ *
  * When it is told to stop (SIGTERM, server shutdown), the worker first lets
  * exiting backends hand their blocks back, then writes every pool of its
  * database back to the catalog, so that a clean restart skips no value.  A
@@ -84,9 +93,14 @@
 static volatile sig_atomic_t got_sigterm = false;
 static TimestampTz last_agent_run = 0;
 static bool in_agent_pass = false;	/* refills are served between its steps */
+static DistseqSeq *remote_waiting = NULL;	/* its refill waits on a peer */
+static bool serving_meanwhile = false;	/* serving while it waits */
+static List *remote_deferred = NIL; /* refills put off meanwhile */
+static bool serve_again = false;	/* some were put off: serve before sleeping */
 
 static bool worker_agent_pass(void);
 static void worker_serve(void);
+static void worker_defer(DistseqSeq *seq);
 static DistseqDbWorker *my_worker = NULL;
 
 /* The database this backend's transaction is dropping, if any */
@@ -477,9 +491,17 @@ worker_local_refill(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
 			return false;
 		if (!need_windows)
 			return true;
-		/* served between the steps of an agent pass: wait for its end */
-		if (in_agent_pass)
+		/*
+		 * Served between the steps of an agent pass, or while a remote
+		 * refill waits: no agent pass now, serve it again after
+		 */
+		if (in_agent_pass || remote_waiting)
+		{
+			if (remote_waiting)
+				worker_defer(seq);
+			serve_again = true;
 			return false;
+		}
 		if (attempt > 0)
 		{
 			/* not exhausted: the windows are just not there yet */
@@ -496,15 +518,34 @@ worker_local_refill(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
 	}
 }
 
-typedef struct RemoteReserve
+/* A server a sequence draws from, as its catalog row names it */
+typedef struct RemoteSource
 {
 	Oid			serverid;
+	char	   *name;
+	char	   *error;			/* why it cannot be used, or NULL */
+} RemoteSource;
+
+/* Where a sequence's refills come from: its own windows if no sources */
+typedef struct RefillSources
+{
+	List	   *sources;		/* RemoteSource, in the catalog's order */
+	Oid			owner;
+	/* the group the sequence drew from before: grows with what answers */
+	int64	   *nodes;
+	int			nnodes;
+} RefillSources;
+
+typedef struct RemoteReserve
+{
+	DistseqSeq *seq;
+	RemoteSource *source;
 	Oid			owner;
 	const char *name;
 	int64		count;
 	int64		max_value;
+	MemoryContext cxt;
 	DistseqRange r;
-	/* the group the sequence drew from before: grows with what answers */
 	int64	   *nodes;
 	int			nnodes;
 } RemoteReserve;
@@ -536,7 +577,7 @@ worker_check_group(RemoteReserve *rr, int64 node_id, const int64 *members, int n
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("distseq peer \"%s\" is not in the group sequence \"%s\" drew from before",
-						GetForeignServer(rr->serverid)->servername, rr->name),
+						rr->source->name, rr->name),
 				 errdetail("Its values could repeat those of the other servers.")));
 	nodes = palloc(sizeof(int64) * (rr->nnodes + nmembers + 1));
 	memcpy(nodes, rr->nodes, sizeof(int64) * rr->nnodes);
@@ -551,11 +592,15 @@ worker_check_group(RemoteReserve *rr, int64 node_id, const int64 *members, int n
 	rr->nnodes = n;
 }
 
+/*
+ * Reserve a segment on one server.  The connection is looked up in a
+ * transaction; connecting and the call itself run outside any, so that
+ * the waits serve the other refills of the database meanwhile.
+ */
 static void
-worker_remote_reserve_one(void *arg)
+worker_remote_reserve_one(RemoteReserve *rr)
 {
-	RemoteReserve *rr = arg;
-	RemoteConn *rc = distseq_remote_get(rr->serverid, rr->owner);
+	RemoteConn *rc;
 	char		count[32];
 	const char *params[2] = {rr->name, count};
 	DistseqRemoteResult *res;
@@ -564,6 +609,14 @@ worker_remote_reserve_one(void *arg)
 	int			nmembers;
 	int64		size;
 
+	distseq_xact_begin();
+	rc = distseq_remote_lookup(rr->source->serverid, rr->owner);
+	distseq_xact_commit();
+	MemoryContextSwitchTo(rr->cxt);
+
+	pgstat_report_activity(STATE_RUNNING, "distseq remote refill");
+	remote_waiting = rr->seq;
+	distseq_remote_open(rc);
 	snprintf(count, sizeof(count), INT64_FORMAT, rr->count);
 	res = distseq_remote_query(rc,
 							   psprintf("SELECT r.lo, r.hi, n.node_id, n.members"
@@ -572,6 +625,9 @@ worker_remote_reserve_one(void *arg)
 										" %1$s.distseq_peer_state() n",
 										distseq_remote_schema(rc)),
 							   2, params, "llla", 1);
+	remote_waiting = NULL;
+	pgstat_report_activity(STATE_IDLE, NULL);
+
 	r.lo = distseq_remote_int8(res, 0, 0);
 	r.hi = distseq_remote_int8(res, 0, 1);
 	members = distseq_remote_int8s(res, 0, 3, &nmembers);
@@ -580,97 +636,58 @@ worker_remote_reserve_one(void *arg)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("distseq peer \"%s\" has no open window of sequence \"%s\"",
-						GetForeignServer(rr->serverid)->servername, rr->name)));
+						rr->source->name, rr->name)));
 	/* a server with another definition of the sequence is no source */
 	if (pg_sub_s64_overflow(r.hi, r.lo, &size) || size > rr->count ||
 		r.hi - 1 > rr->max_value)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_EXCEPTION),
 				 errmsg("distseq peer \"%s\" returned values " INT64_FORMAT " to " INT64_FORMAT " for sequence \"%s\", outside what was asked",
-						GetForeignServer(rr->serverid)->servername,
-						r.lo, r.hi - 1, rr->name)));
+						rr->source->name, r.lo, r.hi - 1, rr->name)));
 	rr->r = r;
 }
 
 /*
- * A sequence that draws from other servers: reserve a segment on the first
- * that answers, in that server's own transaction (committed synchronously
- * there before we see the result), failing over to the next on any error
- * or timeout.  Returns false for a sequence with windows of its own.
+ * Read where a sequence's refills come from, in "cxt".  Returns false,
+ * having recorded the failure, on error.
  */
 static bool
-worker_remote_refill(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
-					 DistseqRange *r, bool *ok)
+worker_sources(DistseqSeq *seq, Oid relid, uint64 gen, MemoryContext cxt,
+			   RefillSources *src)
 {
-	static MemoryContext cxt = NULL;
 	MemoryContext oldcxt = CurrentMemoryContext;
-	List	   *servers = NIL;
-	Oid			owner = InvalidOid;
-	int64	   *nodes;
-	int			nnodes;
-	char	   *volatile failure = NULL;
-	StringInfoData errors;
-	ListCell   *lc;
 
-	if (cxt == NULL)
-		cxt = AllocSetContextCreate(TopMemoryContext, "distseq remote refill",
-									ALLOCSET_DEFAULT_SIZES);
-	MemoryContextReset(cxt);
-	*ok = false;
-
+	memset(src, 0, sizeof(RefillSources));
 	PG_TRY();
 	{
+		List	   *names;
+		ListCell   *lc;
+		MemoryContext xcxt;
+
 		distseq_xact_begin();
-		servers = distseq_catalog_servers(relid, &owner, &nodes, &nnodes, cxt);
-		initStringInfo(&errors);
-		foreach(lc, servers)
+		names = distseq_catalog_servers(relid, &src->owner, &src->nodes,
+										&src->nnodes, cxt);
+		foreach(lc, names)
 		{
 			ForeignServer *server = GetForeignServerByName(lfirst(lc), true);
-			RemoteReserve rr = {0};
-			char	   *error = NULL;
+			RemoteSource *s = MemoryContextAllocZero(cxt, sizeof(RemoteSource));
 
+			s->name = lfirst(lc);
 			if (server == NULL)
-			{
-				appendStringInfo(&errors, "%sserver \"%s\" does not exist",
-								 errors.len ? "; " : "", (char *) lfirst(lc));
-				continue;
-			}
-			if (distseq_foreign_server_aclcheck(server->serverid, owner, ACL_USAGE) != ACLCHECK_OK)
-			{
-				appendStringInfo(&errors, "%sthe owner may not use server \"%s\"",
-								 errors.len ? "; " : "", server->servername);
-				continue;
-			}
-			rr.serverid = server->serverid;
-			rr.owner = owner;
-			rr.name = seq->name;
-			rr.count = count;
-			rr.max_value = seq->max_value;
-			rr.nodes = nodes;
-			rr.nnodes = nnodes;
-			pgstat_report_activity(STATE_RUNNING, "distseq remote refill");
-			if (distseq_remote_try(worker_remote_reserve_one, &rr, &error))
-			{
-				*r = rr.r;
-				*ok = true;
-				if (rr.nnodes != nnodes)
-					distseq_catalog_set_server_nodes(relid, rr.nodes, rr.nnodes);
-				break;
-			}
-			appendStringInfo(&errors, "%s%s", errors.len ? "; " : "", error);
-		}
-		if (servers != NIL && !*ok)
-		{
-			/* the message outlives the transaction */
-			MemoryContext ecxt = MemoryContextSwitchTo(cxt);
-
-			failure = psprintf("no server answered: %s", errors.data);
-			MemoryContextSwitchTo(ecxt);
+				s->error = MemoryContextStrdup(cxt,
+											   psprintf("server \"%s\" does not exist", s->name));
+			else if (distseq_foreign_server_aclcheck(server->serverid, src->owner,
+													 ACL_USAGE) != ACLCHECK_OK)
+				s->error = MemoryContextStrdup(cxt,
+											   psprintf("the owner may not use server \"%s\"", s->name));
+			else
+				s->serverid = server->serverid;
+			xcxt = MemoryContextSwitchTo(cxt);
+			src->sources = lappend(src->sources, s);
+			MemoryContextSwitchTo(xcxt);
 		}
 		distseq_xact_commit();
-		if (failure)
-			worker_refill_failed(seq, gen, failure);
-		pgstat_report_activity(STATE_IDLE, NULL);
+		MemoryContextSwitchTo(oldcxt);
 	}
 	PG_CATCH();
 	{
@@ -678,38 +695,183 @@ worker_remote_refill(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
 
 		worker_refill_failed(seq, gen, edata->message);
 		FreeErrorData(edata);
-		return true;
+		return false;
 	}
 	PG_END_TRY();
-	return servers != NIL;
+	return true;
+}
+
+/*
+ * A sequence that draws from other servers: reserve a segment on the first
+ * that answers, in that server's own transaction (committed synchronously
+ * there before we see the result), failing over to the next on any error
+ * or timeout.  A server that did not answer rests a while: meanwhile it is
+ * passed over at once.  Returns false, having recorded the failure, when
+ * no server gave a segment.
+ */
+static bool
+worker_remote_refill(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
+					 RefillSources *src, MemoryContext cxt, DistseqRange *r)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	RemoteReserve rr = {0};
+	volatile bool ok = false;
+	char	   *volatile failure = NULL;
+	StringInfoData errors;
+	ListCell   *lc;
+
+	MemoryContextSwitchTo(cxt);
+	initStringInfo(&errors);
+	rr.seq = seq;
+	rr.owner = src->owner;
+	rr.name = seq->name;
+	rr.count = count;
+	rr.max_value = seq->max_value;
+	rr.cxt = cxt;
+	rr.nodes = src->nodes;
+	rr.nnodes = src->nnodes;
+	foreach(lc, src->sources)
+	{
+		RemoteSource *s = lfirst(lc);
+		const char *why;
+
+		/* the reason it rests, for who wonders why it is not tried */
+		if (s->error == NULL && distseq_remote_resting(s->serverid, &why))
+			s->error = why[0] ? psprintf("%s (a moment ago)", why) :
+				psprintf("distseq peer \"%s\" did not answer a moment ago", s->name);
+		if (s->error)
+		{
+			appendStringInfo(&errors, "%s%s", errors.len ? "; " : "", s->error);
+			continue;
+		}
+		rr.source = s;
+		PG_TRY();
+		{
+			worker_remote_reserve_one(&rr);
+			ok = true;
+		}
+		PG_CATCH();
+		{
+			ErrorData  *edata;
+
+			remote_waiting = NULL;
+			edata = worker_catch(cxt);
+			if (distseq_remote_unanswered(edata->sqlerrcode))
+				distseq_remote_rest(s->serverid, edata->message);
+			appendStringInfo(&errors, "%s%s", errors.len ? "; " : "", edata->message);
+			FreeErrorData(edata);
+		}
+		PG_END_TRY();
+		if (ok)
+			break;
+	}
+	if (ok && rr.nnodes != src->nnodes)
+	{
+		PG_TRY();
+		{
+			distseq_xact_begin();
+			distseq_catalog_set_server_nodes(relid, rr.nodes, rr.nnodes);
+			distseq_xact_commit();
+		}
+		PG_CATCH();
+		{
+			ErrorData  *edata = worker_catch(cxt);
+
+			/* the group must be on record before its values are used */
+			ok = false;
+			failure = pstrdup(edata->message);
+			FreeErrorData(edata);
+		}
+		PG_END_TRY();
+	}
+	MemoryContextSwitchTo(cxt);
+	if (!ok)
+		worker_refill_failed(seq, gen, failure ? failure :
+							 psprintf("no server answered: %s", errors.data));
+	pgstat_report_activity(STATE_IDLE, NULL);
+
+	/* refills put off while waiting: serve them next */
+	if (remote_deferred != NIL)
+	{
+		list_free(remote_deferred);
+		remote_deferred = NIL;
+		serve_again = true;
+	}
+	MemoryContextSwitchTo(oldcxt);
+	*r = rr.r;
+	return ok;
+}
+
+/*
+ * Put a refill off until the remote refill being waited on ends (the
+ * sequence draws from other servers too, or needs the agent)
+ */
+static void
+worker_defer(DistseqSeq *seq)
+{
+	MemoryContext oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+
+	remote_deferred = lappend(remote_deferred, seq);
+	MemoryContextSwitchTo(oldcxt);
 }
 
 static void
 worker_refill(DistseqSeq *seq)
 {
+	static MemoryContext top_cxt = NULL;
+	static MemoryContext nested_cxt = NULL;
+	MemoryContext cxt;
+	RefillSources src;
 	Oid			relid;
 	uint64		gen;
 	int64		count;
 	int64		issued;
 	int64		lost;
 	int64		skipped = 0;
-	bool		remote_ok;
 	bool		account;
 	DistseqRange r;
 
-	LWLockAcquire(seq->lock, LW_EXCLUSIVE);
-	worker_adapt_segment(seq);
+	/* a refill served while a remote one waits has memory of its own */
+	if (top_cxt == NULL)
+	{
+		top_cxt = AllocSetContextCreate(TopMemoryContext, "distseq refill",
+										ALLOCSET_DEFAULT_SIZES);
+		nested_cxt = AllocSetContextCreate(TopMemoryContext, "distseq refill meanwhile",
+										   ALLOCSET_DEFAULT_SIZES);
+	}
+	cxt = remote_waiting ? nested_cxt : top_cxt;
+	MemoryContextReset(cxt);
+
+	LWLockAcquire(seq->lock, LW_SHARED);
 	gen = pg_atomic_read_u64(&seq->gen);
 	relid = seq->relid;
+	LWLockRelease(seq->lock);
+	if (!worker_sources(seq, relid, gen, cxt, &src))
+		return;
+	if (src.sources != NIL && remote_waiting)
+	{
+		worker_defer(seq);
+		return;
+	}
+
+	LWLockAcquire(seq->lock, LW_EXCLUSIVE);
+	if (pg_atomic_read_u64(&seq->gen) != gen)
+	{
+		/* dropped meanwhile: the entry may serve another sequence now */
+		LWLockRelease(seq->lock);
+		serve_again = true;
+		return;
+	}
+	worker_adapt_segment(seq);
 	count = seq->segment_size;
 	account = !seq->accounted;
 	issued = seq->issued;
 	lost = seq->lost;
 	LWLockRelease(seq->lock);
 
-	if (worker_remote_refill(seq, relid, gen, count, &r, &remote_ok))
+	if (src.sources != NIL)
 	{
-		if (!remote_ok)
+		if (!worker_remote_refill(seq, relid, gen, count, &src, cxt, &r))
 			return;
 	}
 	else if (!worker_local_refill(seq, relid, gen, count, account, &issued,
@@ -792,15 +954,38 @@ worker_agent_pass(void)
 }
 
 /*
- * Between the steps of an agent pass, which may wait on peers: serve the
- * refills asked for meanwhile.  One that finds no open window waits for the
- * pass to end (worker_local_refill).
+ * Serve the refills asked for meanwhile: between the steps of an agent
+ * pass, which may wait on peers, and while a remote refill waits on one
+ * outside any transaction (remote.c calls this then).  While a remote
+ * refill waits, only refills from this node's own windows are served: the
+ * others, and those that would need an agent pass, are put off until it
+ * ends (worker_defer), so at most one remote call is in flight and no
+ * connection is used twice at once.
  */
 void
 distseq_worker_serve_refills(void)
 {
-	if (in_agent_pass)
+	MemoryContext oldcxt = CurrentMemoryContext;
+
+	if (my_worker == NULL || IsTransactionState() || serving_meanwhile)
+		return;
+	if (remote_waiting)
+	{
+		serving_meanwhile = true;
+		PG_TRY();
+		{
+			worker_serve();
+		}
+		PG_FINALLY();
+		{
+			serving_meanwhile = false;
+		}
+		PG_END_TRY();
+		pgstat_report_activity(STATE_RUNNING, "distseq remote refill");
+	}
+	else if (in_agent_pass)
 		worker_serve();
+	MemoryContextSwitchTo(oldcxt);
 }
 
 /*
@@ -1062,6 +1247,9 @@ worker_serve(void)
 		DistseqSeq *seq = &Distseq->seqs[i];
 		bool		pending;
 
+		/* the one waiting on a peer, and those put off meanwhile */
+		if (seq == remote_waiting || list_member_ptr(remote_deferred, seq))
+			continue;
 		LWLockAcquire(seq->lock, LW_SHARED);
 		pending = pg_atomic_read_u64(&seq->gen) != 0 &&
 			seq->dboid == MyDatabaseId && seq->refill_pending;
@@ -1286,6 +1474,11 @@ distseq_worker_main(Datum main_arg)
 			proc_exit(1);
 		if (got_sigterm)
 			break;
+		if (serve_again)
+		{
+			serve_again = false;
+			continue;
+		}
 
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 1000L, PG_WAIT_EXTENSION);
