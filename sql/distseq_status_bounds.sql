@@ -91,6 +91,6 @@ FROM pg_attribute
 WHERE attrelid = 'distseq_status'::regclass AND attname IN ('window_values_left', 'runway_seconds')
 ORDER BY attnum;
 
-SELECT count(*) FROM distseq_sequences s, LATERAL distseq_drop(s.sequence_name)
+SELECT count(*) FROM distseq.distseq_sequences s, LATERAL distseq_drop(s.sequence_name)
 WHERE s.sequence_name LIKE 'bounds%';
 DROP TABLE status_after;

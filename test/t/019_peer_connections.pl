@@ -24,7 +24,7 @@ $a->safe_psql('postgres', q{
 	CREATE ROLE ua LOGIN PASSWORD 'pw-ua-1f3';
 	CREATE ROLE ua2 LOGIN PASSWORD 'pw-ua2-7c9';
 	CREATE ROLE ub LOGIN PASSWORD 'pw-ub-5e2';
-	GRANT EXECUTE ON FUNCTION distseq_peer_reserve(text, bigint), distseq_peer_state()
+	GRANT EXECUTE ON FUNCTION distseq.distseq_peer_reserve(text, bigint), distseq.distseq_peer_state()
 		TO ua, ua2, ub;
 	SELECT distseq_create('sa', block_size => 10);
 	SELECT distseq_create('sb', block_size => 10);

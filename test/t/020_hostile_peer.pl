@@ -49,15 +49,20 @@ my %real = (
 		AS '$libdir/distseq', 'distseq_peer_cas'});
 
 # Replace a peer function of database $db on evil by $def (SQL, "real" for
-# the extension's own)
-my %detached;
+# the extension's own).  The replacement is made a member of the extension,
+# in schema distseq where the functions peers call live from 1.5 on, as a
+# peer of another build would have it.
 sub replace
 {
 	my ($db, $fn, $def) = @_;
-	$evil->safe_psql($db, "ALTER EXTENSION distseq DROP FUNCTION $sig{$fn}")
-	  unless $detached{"$db $fn"}++;
+	my $in_distseq = 'SET search_path = distseq, pg_catalog;';
+
 	$def = "$real{$fn} $c_fn" if $def eq 'real';
-	$evil->safe_psql($db, "DROP FUNCTION $sig{$fn}; $def");
+	$evil->safe_psql($db, "$in_distseq
+		ALTER EXTENSION distseq DROP FUNCTION $sig{$fn};
+		DROP FUNCTION $sig{$fn};
+		$def;
+		ALTER EXTENSION distseq ADD FUNCTION $sig{$fn};");
 }
 
 # $sql on c fails with an error that matches $pattern, and c is still up

@@ -140,7 +140,7 @@ ok(rising(@d), "alice's transaction went on with rising values");
 $sd->quit;
 # (if the drop above failed, v is still there)
 $node->safe_psql('dbb',
-	"SELECT distseq_drop(sequence_name) FROM distseq_sequences
+	"SELECT distseq_drop(sequence_name) FROM distseq.distseq_sequences
 	 WHERE sequence_name = 'v';
 	 SELECT distseq_create('v', block_size => 10, window_size => 100);
 	 GRANT USAGE ON SEQUENCE distseq.v TO bob;");

@@ -50,20 +50,20 @@ for my $call (
 	[ 'distseq_add_peer()', "SELECT distseq_add_peer('node_q')" ],
 	[ 'distseq_remove_peer()', "SELECT distseq_remove_peer('node_q')" ],
 	[ 'distseq_accept_promotion()', 'SELECT distseq_accept_promotion()' ],
-	[ 'distseq_peer_state()', 'SELECT * FROM distseq_peer_state()' ],
-	[ 'distseq_peer_hwm()', "SELECT * FROM distseq_peer_hwm('s')" ],
-	[ 'distseq_peer_cas()', "SELECT distseq_peer_cas('s', 1, 1, 1, 2)" ],
-	[ 'distseq_peer_sequences()', 'SELECT * FROM distseq_peer_sequences()' ],
-	[ 'distseq_peer_create()', "SELECT distseq_peer_create('x', 5, 100, 1, 1000, 2, 1)" ],
-	[ 'distseq_peer_reserve()', "SELECT * FROM distseq_peer_reserve('s', 10)" ],
-	[ 'distseq_peer_epoch_cas()', "SELECT distseq_peer_epoch_cas(1, 1, 2, 2, '{1}', 1, 1)" ],
-	[ 'distseq_peer_join()', "SELECT distseq_peer_join(2, 2, '{1}', 1, 1)" ],
-	[ 'distseq_peer_revert()', 'SELECT distseq_peer_revert(1, 1)' ],
-	[ 'distseq_peer_decided()', 'SELECT distseq_peer_decided(1, 1, 1)' ],
-	[ 'distseq_peer_marks()', 'SELECT * FROM distseq_peer_marks(1, 1)' ],
+	[ 'distseq_peer_state()', 'SELECT * FROM distseq.distseq_peer_state()' ],
+	[ 'distseq_peer_hwm()', "SELECT * FROM distseq.distseq_peer_hwm('s')" ],
+	[ 'distseq_peer_cas()', "SELECT distseq.distseq_peer_cas('s', 1, 1, 1, 2)" ],
+	[ 'distseq_peer_sequences()', 'SELECT * FROM distseq.distseq_peer_sequences()' ],
+	[ 'distseq_peer_create()', "SELECT distseq.distseq_peer_create('x', 5, 100, 1, 1000, 2, 1)" ],
+	[ 'distseq_peer_reserve()', "SELECT * FROM distseq.distseq_peer_reserve('s', 10)" ],
+	[ 'distseq_peer_epoch_cas()', "SELECT distseq.distseq_peer_epoch_cas(1, 1, 2, 2, '{1}', 1, 1)" ],
+	[ 'distseq_peer_join()', "SELECT distseq.distseq_peer_join(2, 2, '{1}', 1, 1)" ],
+	[ 'distseq_peer_revert()', 'SELECT distseq.distseq_peer_revert(1, 1)' ],
+	[ 'distseq_peer_decided()', 'SELECT distseq.distseq_peer_decided(1, 1, 1)' ],
+	[ 'distseq_peer_marks()', 'SELECT * FROM distseq.distseq_peer_marks(1, 1)' ],
 	[
 		'distseq_peer_activate()',
-		"SELECT distseq_peer_activate(1, 1, 0, 0, '{1}', '{}', '{}', 1)"
+		"SELECT distseq.distseq_peer_activate(1, 1, 0, 0, '{1}', '{}', '{}', 1)"
 	])
 {
 	my ($fn, $sql) = @$call;
@@ -91,7 +91,7 @@ like(on_standby("SELECT distseq_currval('s')"),
 	qr/ERROR:  55000: currval of distseq sequence "s" is not yet defined in this session/,
 	'distseq_currval() answers as anywhere');
 is($standby->safe_psql('postgres',
-		"SELECT distseq_fdw_validator('{host=127.0.0.1}', 'pg_foreign_server'::regclass)"),
+		"SELECT distseq.distseq_fdw_validator('{host=127.0.0.1}', 'pg_foreign_server'::regclass)"),
 	'', 'the wrapper validator works on a standby');
 
 # A peer reaching the standby: joining it, drawing from it, probing it.

@@ -40,7 +40,7 @@ for my $n (qw(a b c))
 	$node{$n}->safe_psql('postgres', "SELECT distseq_add_peer('node_$_')")
 	  for grep { $_ ne $n } qw(a b c);
 }
-is($node{b}->safe_psql('postgres', 'SELECT cardinality(members) FROM distseq_peer_state()'),
+is($node{b}->safe_psql('postgres', 'SELECT cardinality(members) FROM distseq.distseq_peer_state()'),
 	'3', 'the member on the other major joined the group');
 
 $node{b}->safe_psql('postgres',
