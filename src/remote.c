@@ -13,9 +13,11 @@
  * (the PUBLIC mapping serves many roles, and whether a role must use a
  * password depends on the role), and dropped after a failure that leaves
  * their state unknown.  A change of the foreign server, of the user mapping
- * or of the role marks the connection, which is closed before its next use
- * (syscache invalidation callbacks, as postgres_fdw's): a refill never runs
- * on another role's connection, nor on credentials that were changed.
+ * or of the role marks the connection (syscache invalidation callbacks, as
+ * postgres_fdw's), and the next call to any peer closes it, as it closes
+ * one that an error or a cancel left in the middle of a command: a refill
+ * never runs on another role's connection, nor on credentials that were
+ * changed, and a dropped mapping's connection does not stay open.
  *
  * Credentials come only from user mappings.  A connection made for a role
  * that is not a superuser must use a password (the rule dblink applies), so
@@ -776,6 +778,32 @@ distseq_remote_int8s(const DistseqRemoteResult *r, int row, int col, int *n)
 }
 
 /*
+ * Close the connections that may not serve again, whoever's they are:
+ * those marked by a change of their server, mapping or role (a dropped
+ * mapping's is never asked for again, and would stay open on the peer until
+ * this process exits), those broken, and those an error or a cancel left
+ * in the middle of a command or in a transaction.  Between commands, so
+ * none is in use.
+ */
+static void
+remote_close_unusable(void)
+{
+	HASH_SEQ_STATUS status;
+	RemoteConn *rc;
+
+	hash_seq_init(&status, remote_conns);
+	while ((rc = hash_seq_search(&status)) != NULL)
+	{
+		if (rc->conn &&
+			(rc->invalidated || PQstatus(rc->conn) != CONNECTION_OK ||
+			 PQtransactionStatus(rc->conn) != PQTRANS_IDLE))
+			remote_drop(rc);
+		if (rc->conn == NULL)
+			(void) hash_search(remote_conns, &rc->key, HASH_REMOVE, NULL);
+	}
+}
+
+/*
  * The connection to a peer, made if needed, as the user mapping of
  * "userid" says.  The session there commits synchronously, resolves
  * names in pg_catalog only, and names distseq's schema for us.
@@ -804,6 +832,8 @@ distseq_remote_get(Oid serverid, Oid userid)
 		CacheRegisterSyscacheCallback(AUTHOID, remote_inval, (Datum) 0);
 	}
 
+	remote_close_unusable();
+
 	/* catalog lookups first: they may run remote_inval */
 	server = GetForeignServer(serverid);
 	um = GetUserMapping(userid, serverid);
@@ -818,8 +848,7 @@ distseq_remote_get(Oid serverid, Oid userid)
 	if (!found)
 		rc->conn = NULL;
 	strlcpy(rc->name, server->servername, NAMEDATALEN);
-	if (rc->conn &&
-		(rc->invalidated || PQstatus(rc->conn) != CONNECTION_OK))
+	if (rc->conn && rc->invalidated)
 		remote_drop(rc);
 	if (rc->conn == NULL)
 	{

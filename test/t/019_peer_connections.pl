@@ -3,11 +3,14 @@
 # connection another role made, and a changed or dropped user mapping, a
 # changed server or a role that lost superuser is used from the next refill
 # on.  A failed connection shows no password, in its error or in any log.
+# A connection a dropped mapping left is closed, and one a cancel left busy
+# is not used again.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use IPC::Run;
 use FindBin;
 use lib $FindBin::RealBin;
 use DistseqPeers;
@@ -17,7 +20,8 @@ use DistseqPeers;
 my $a = peer_node('conn_a',
 	conf => "log_line_prefix = '%m [%p] user=%u '\n",
 	hba => "host all ua,ua2,ub 127.0.0.1/32 scram-sha-256\n");
-my $c = peer_node('conn_c');
+# (a cancel below must come before a command's timeout)
+my $c = peer_node('conn_c', conf => "distseq.remote_timeout = '60s'\n");
 my $aport = $a->port;
 
 $a->safe_psql('postgres', q{
@@ -126,6 +130,41 @@ like($err, qr/password is required to reach distseq peer "node_a"/,
 $c->safe_psql('postgres', 'DROP USER MAPPING FOR ra SERVER node_a');
 ($ret, $out, $err) = draw('sa');
 like($err, qr/user mapping not found for "ra"/, 'a dropped user mapping is not used');
+# and the connection made with it, as ua2, is closed: not kept open on a
+# (where it would keep, say, DROP DATABASE from running) until c restarts
+ok($a->poll_query_until('postgres',
+		"SELECT count(*) = 0 FROM pg_stat_activity WHERE usename = 'ua2'"),
+	"the dropped mapping's connection is closed");
+
+# A refill cancelled while a waits for a lock leaves its command running
+# there; the connection is not used again for the next refill.
+my ($lin, $lout, $lerr) = ('', '', '');
+my $locker = IPC::Run::start([ 'psql', '-XAtq', '-d', $a->connstr('postgres') ],
+	\$lin, \$lout, \$lerr);
+$lin .= "BEGIN;\nSELECT 'locked' FROM distseq_sequences WHERE sequence_name = 'sb' FOR UPDATE;\n";
+$locker->pump until $lout =~ /locked/;
+my ($din, $dout, $derr) = ('', '', '');
+my $drawer = IPC::Run::start(
+	[ 'psql', '-XAtq', '-d', $c->connstr('postgres'), '-c',
+	  "SELECT count(DISTINCT distseq_nextval('sb')) FROM generate_series(1, 25000)" ],
+	\$din, \$dout, \$derr);
+# the caller waits for the refill, and the refill for the lock on a
+$c->poll_query_until('postgres',
+	"SELECT count(*) = 1 FROM pg_stat_activity
+	 WHERE wait_event_type = 'Extension' AND backend_type = 'client backend'")
+  or die 'the caller never waited';
+$a->poll_query_until('postgres',
+	"SELECT count(*) = 1 FROM pg_stat_activity WHERE usename = 'ub' AND wait_event_type = 'Lock'")
+  or die 'the reservation never waited';
+$c->safe_psql('postgres',
+	"SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE backend_type = 'distseq worker'");
+$drawer->finish;
+like($derr, qr/canceling statement due to user request/, 'the cancelled refill fails');
+$lin .= "COMMIT;\n\\q\n";
+$locker->finish;
+($ret, $out, $err) = draw('sb');
+is($out, '25000', 'the next refill does not use the connection the cancel left busy')
+  or diag($err);
 
 $c->stop;
 $a->stop;
