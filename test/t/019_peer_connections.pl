@@ -5,6 +5,8 @@
 # on.  A failed connection shows no password, in its error or in any log.
 # A connection a dropped mapping left is closed, and one a cancel left busy
 # is not used again.
+# A role that is not a superuser connects only if the peer asked for its
+# password; a role without a mapping of its own uses the PUBLIC one.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -32,7 +34,10 @@ $a->safe_psql('postgres', q{
 		TO ua, ua2, ub;
 	SELECT distseq_create('sa', block_size => 10);
 	SELECT distseq_create('sb', block_size => 10);
-	SELECT distseq_create('ss', block_size => 10);});
+	SELECT distseq_create('ss', block_size => 10);
+	SELECT distseq_create('st', block_size => 10);
+	SELECT distseq_create('su', block_size => 10);
+	SELECT distseq_create('sq', block_size => 10);});
 
 # On c, two roles each own a sequence drawing from a, each with a user
 # mapping of its own to a different role there; rs is a superuser whose
@@ -135,6 +140,53 @@ like($err, qr/user mapping not found for "ra"/, 'a dropped user mapping is not u
 ok($a->poll_query_until('postgres',
 		"SELECT count(*) = 0 FROM pg_stat_activity WHERE usename = 'ua2'"),
 	"the dropped mapping's connection is closed");
+
+# A role without a mapping of its own uses the PUBLIC one, until it has one.
+$c->safe_psql('postgres', q{
+	CREATE ROLE rq LOGIN;
+	GRANT EXECUTE ON FUNCTION distseq_create TO rq;
+	GRANT USAGE ON FOREIGN SERVER node_a TO rq;
+	CREATE USER MAPPING FOR PUBLIC SERVER node_a OPTIONS (user 'ua', password 'pw-ua-1f3');
+	SET ROLE rq;
+	SELECT distseq_create('sq', block_size => 10, servers => ARRAY['node_a']);
+	RESET ROLE;});
+$offset = -s $a->logfile;
+($ret, $out, $err) = draw('sq');
+is($out, '25000', 'a role without a mapping of its own draws');
+is(reserved_as('sq', $offset), 'ua', 'as the PUBLIC mapping says');
+$c->safe_psql('postgres',
+	"CREATE USER MAPPING FOR rq SERVER node_a OPTIONS (user 'ub', password 'pw-ub-5e2')");
+$offset = -s $a->logfile;
+($ret, $out, $err) = draw('sq');
+is(reserved_as('sq', $offset), 'ub', 'and as its own mapping says once it has one');
+
+# A role that is not a superuser, with a password in its mapping, to a peer
+# that does not ask for it (a trusts postgres over TCP, and everyone over
+# its Unix socket): the connection would run on this server's own identity,
+# and is refused.
+my $asock = $a->host;
+$c->safe_psql('postgres', qq{
+	CREATE ROLE rt LOGIN;
+	GRANT EXECUTE ON FUNCTION distseq_create TO rt;
+	CREATE SERVER node_a_sock FOREIGN DATA WRAPPER distseq
+		OPTIONS (host '$asock', port '$aport', dbname 'postgres');
+	GRANT USAGE ON FOREIGN SERVER node_a, node_a_sock TO rt;
+	CREATE USER MAPPING FOR rt SERVER node_a OPTIONS (user 'postgres', password 'pw-unasked-2d7');
+	CREATE USER MAPPING FOR rt SERVER node_a_sock OPTIONS (user 'postgres', password 'pw-unasked-2d7');
+	SET ROLE rt;
+	SELECT distseq_create('st', block_size => 10, servers => ARRAY['node_a']);
+	SELECT distseq_create('su', block_size => 10, servers => ARRAY['node_a_sock']);
+	RESET ROLE;});
+($ret, $out, $err) = draw('st');
+like($err, qr/password is required to reach distseq peer "node_a"/,
+	'a peer that does not ask for the password is refused (TCP, trust)');
+($ret, $out, $err) = draw('su');
+like($err, qr/password is required to reach distseq peer "node_a_sock"/,
+	'a peer that does not ask for the password is refused (Unix socket)');
+ok($a->poll_query_until('postgres',
+		"SELECT count(*) = 0 FROM pg_stat_activity
+		 WHERE usename = 'postgres' AND application_name = 'distseq'"),
+	'and no such connection stays open');
 
 # A refill cancelled while a waits for a lock leaves its command running
 # there; the connection is not used again for the next refill.
