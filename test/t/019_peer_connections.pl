@@ -7,6 +7,8 @@
 # is not used again.
 # A role that is not a superuser connects only if the peer asked for its
 # password; a role without a mapping of its own uses the PUBLIC one.
+# A peer added by a role that may no longer use its server is not reached
+# with that role's mapping.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -218,6 +220,35 @@ $locker->finish;
 is($out, '25000', 'the next refill does not use the connection the cancel left busy')
   or diag($err);
 
+# A peer added by a role that is not a superuser is reached as that role's
+# mapping says, only while the role may use the server.
+my $d = peer_node('conn_d', hba => "host all ud 127.0.0.1/32 scram-sha-256\n");
+my $dport = $d->port;
+$d->safe_psql('postgres', "CREATE ROLE ud LOGIN SUPERUSER PASSWORD 'pw-ud-4b8'");
+$c->safe_psql('postgres', qq{
+	CREATE ROLE rp LOGIN;
+	GRANT EXECUTE ON FUNCTION distseq_add_peer(name) TO rp;
+	CREATE SERVER node_d FOREIGN DATA WRAPPER distseq
+		OPTIONS (host '127.0.0.1', port '$dport', dbname 'postgres');
+	GRANT USAGE ON FOREIGN SERVER node_d TO rp;
+	CREATE USER MAPPING FOR rp SERVER node_d OPTIONS (user 'ud', password 'pw-ud-4b8');});
+($ret, $out, $err) = $c->psql('postgres', "SET ROLE rp; SELECT distseq_add_peer('node_d')");
+is($ret, 0, 'a role that may use the server adds a peer') or diag($err);
+is($c->safe_psql('postgres', 'SELECT reachable FROM distseq_peers'), 't',
+	'the peer is reached with its mapping');
+$c->safe_psql('postgres', "SELECT distseq_create('sm', block_size => 10, window_size => 100)");
+$c->safe_psql('postgres', 'SELECT count(*) FROM distseq_maintain()');
+$c->safe_psql('postgres', 'REVOKE USAGE ON FOREIGN SERVER node_d FROM rp');
+is($c->safe_psql('postgres', 'SELECT reachable FROM distseq_peers'), 'f',
+	'once that role may no longer use the server, its mapping is not used');
+like($c->safe_psql('postgres', 'SELECT error FROM distseq_peers'),
+	qr/role "rp", which added distseq peer "node_d", may no longer use its server/,
+	'and the error says why');
+($ret, $out, $err) = $c->psql('postgres', 'SELECT * FROM distseq_maintain()');
+like($err, qr/node_d: role "rp", which added distseq peer "node_d", may no longer use its server/,
+	'nor does the agent use it');
+
 $c->stop;
+$d->stop;
 $a->stop;
 done_testing();
