@@ -242,7 +242,16 @@ remote_notice(void *arg, const PGresult *res)
 	const char *message = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
 
 	if (severity && strcmp(severity, "WARNING") == 0 && rc->warning[0] == '\0')
-		strlcpy(rc->warning, message ? message : "warning", sizeof(rc->warning));
+	{
+		/* cut between characters: the message ends up in views as text */
+		int			len;
+
+		if (message == NULL)
+			message = "warning";
+		len = pg_mbcliplen(message, strlen(message), sizeof(rc->warning) - 1);
+		memcpy(rc->warning, message, len);
+		rc->warning[len] = '\0';
+	}
 }
 
 /* Forget a connection whose state is unknown */
