@@ -440,6 +440,7 @@ typedef struct RemoteReserve
 	Oid			owner;
 	const char *name;
 	int64		count;
+	int64		start_value;
 	int64		max_value;
 	DistseqRange r;
 	/* the group the sequence drew from before: grows with what answers */
@@ -521,7 +522,7 @@ worker_remote_reserve_one(void *arg)
 						GetForeignServer(rr->serverid)->servername, rr->name)));
 	/* a server with another definition of the sequence is no source */
 	if (pg_sub_s64_overflow(r.hi, r.lo, &size) || size > rr->count ||
-		r.hi - 1 > rr->max_value)
+		r.lo < rr->start_value || r.hi - 1 > rr->max_value)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_EXCEPTION),
 				 errmsg("distseq peer \"%s\" returned values " INT64_FORMAT " to " INT64_FORMAT " for sequence \"%s\", outside what was asked",
@@ -544,6 +545,7 @@ worker_remote_refill(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
 	MemoryContext oldcxt = CurrentMemoryContext;
 	List	   *servers = NIL;
 	Oid			owner = InvalidOid;
+	int64		start_value = 0;
 	int64	   *nodes;
 	int			nnodes;
 	char	   *volatile failure = NULL;
@@ -559,7 +561,8 @@ worker_remote_refill(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
 	PG_TRY();
 	{
 		distseq_xact_begin();
-		servers = distseq_catalog_servers(relid, &owner, &nodes, &nnodes, cxt);
+		servers = distseq_catalog_servers(relid, &owner, &start_value, &nodes,
+										  &nnodes, cxt);
 		initStringInfo(&errors);
 		foreach(lc, servers)
 		{
@@ -583,6 +586,7 @@ worker_remote_refill(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
 			rr.owner = owner;
 			rr.name = seq->name;
 			rr.count = count;
+			rr.start_value = start_value;
 			rr.max_value = seq->max_value;
 			rr.nodes = nodes;
 			rr.nnodes = nnodes;

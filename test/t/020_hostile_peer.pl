@@ -108,6 +108,11 @@ replace('postgres', 'reserve', "CREATE FUNCTION distseq_peer_reserve($sig_reserv
 	LANGUAGE sql AS 'SELECT -9223372036854775807::bigint, 5::bigint'");
 refused($draw, 'a reservation wider than the bigint range',
 	qr/distseq peer "node_evil" returned values -9223372036854775807 to 4 for sequence "hs"/);
+replace('postgres', 'reserve', "CREATE FUNCTION distseq_peer_reserve($sig_reserve,
+	OUT lo bigint, OUT hi bigint)
+	LANGUAGE sql AS 'SELECT -20::bigint, -10::bigint'");
+refused($draw, 'a reservation below the start of the sequence',
+	qr/distseq peer "node_evil" returned values -20 to -11 for sequence "hs", outside what was asked/);
 replace('postgres', 'reserve', 'real');
 
 my $sig_state = 'OUT node_id bigint, OUT epoch bigint, OUT epoch_id bigint';
