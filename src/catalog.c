@@ -647,14 +647,14 @@ distseq_peer_reserve(PG_FUNCTION_ARGS)
 }
 
 /*
- * The servers a sequence draws from, and the role it connects as (the
- * sequence's owner), or NIL for a sequence with windows of its own.  Also
- * the nodes of the group those servers were found in so far (*nodes NULL
- * when none yet).  Allocated in "cxt".
+ * The servers a sequence draws from, the role it connects as (the
+ * sequence's owner) and its first value, or NIL for a sequence with windows
+ * of its own.  Also the nodes of the group those servers were found in so
+ * far (*nodes NULL when none yet).  Allocated in "cxt".
  */
 List *
-distseq_catalog_servers(Oid relid, Oid *owner, int64 **nodes, int *nnodes,
-						MemoryContext cxt)
+distseq_catalog_servers(Oid relid, Oid *owner, int64 *start_value, int64 **nodes,
+						int *nnodes, MemoryContext cxt)
 {
 	int			minor = 0;
 	const char *schema = catalog_extension(&minor);
@@ -668,7 +668,8 @@ distseq_catalog_servers(Oid relid, Oid *owner, int64 **nodes, int *nnodes,
 		return NIL;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (distseq_spi_exec(psprintf("SELECT unnest(s.servers)::text, c.relowner::int8, %s"
+	if (distseq_spi_exec(psprintf("SELECT unnest(s.servers)::text, c.relowner::int8, %s,"
+								  " s.start_value"
 								  " FROM %s.distseq_sequences s"
 								  " JOIN pg_catalog.pg_class c ON c.oid = s.seqrel"
 								  " WHERE s.seqrel = $1::oid",
@@ -684,6 +685,7 @@ distseq_catalog_servers(Oid relid, Oid *owner, int64 **nodes, int *nnodes,
 							  pstrdup(SPI_getvalue(SPI_tuptable->vals[i],
 												   SPI_tuptable->tupdesc, 1)));
 		*owner = (Oid) distseq_spi_int8(0, 2);
+		*start_value = distseq_spi_int8(0, 4);
 		if (!isnull)
 			*nodes = distseq_int8_values(d, nnodes);
 		MemoryContextSwitchTo(oldcxt);

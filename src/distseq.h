@@ -378,8 +378,8 @@ extern void distseq_catalog_create(const char *name, Oid owner,
 								   int64 start_value, int64 max_value,
 								   int32 min_open, int32 stripes, int32 stripe,
 								   Datum servers);
-extern List *distseq_catalog_servers(Oid relid, Oid *owner, int64 **nodes,
-									 int *nnodes, MemoryContext cxt);
+extern List *distseq_catalog_servers(Oid relid, Oid *owner, int64 *start_value,
+									 int64 **nodes, int *nnodes, MemoryContext cxt);
 extern void distseq_catalog_set_server_nodes(Oid relid, int64 *nodes, int nnodes);
 extern void distseq_catalog_column_bounds(Oid relid, const char *column,
 										  int64 *max_in_use, int64 *type_max);

@@ -22,6 +22,7 @@
 #include "postgres.h"
 
 #include "distseq.h"
+#include "compat.h"
 
 #include "access/xact.h"
 #include "access/xlog.h"
@@ -229,9 +230,24 @@ distseq_peer_of(const char *schema, int64 node_id)
 	return peer;
 }
 
+/*
+ * The connection to a peer, with the user mapping of the role that added
+ * it, only while that role may use the server: as a refill checks the
+ * sequence owner's right at each refill, and dblink at each connection.
+ */
 RemoteConn *
 distseq_peer_connect(DistseqPeer *peer)
 {
+	if (distseq_foreign_server_aclcheck(peer->serverid, peer->added_by, ACL_USAGE) != ACLCHECK_OK)
+	{
+		char	   *role = GetUserNameFromId(peer->added_by, true);
+
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("role \"%s\", which added distseq peer \"%s\", may no longer use its server",
+						role ? role : psprintf("%u", peer->added_by), peer->name),
+				 errhint("Grant USAGE on the server to that role again, or run distseq_add_peer() again as a role that may use it.")));
+	}
 	return distseq_remote_get(peer->serverid, peer->added_by);
 }
 

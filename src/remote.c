@@ -36,9 +36,11 @@
  * (the PUBLIC mapping serves many roles, and whether a role must use a
  * password depends on the role), and dropped after a failure that leaves
  * their state unknown.  A change of the foreign server, of the user mapping
- * or of the role marks the connection, which is closed before its next use
- * (syscache invalidation callbacks, as postgres_fdw's): a refill never runs
- * on another role's connection, nor on credentials that were changed.
+ * or of the role marks the connection (syscache invalidation callbacks, as
+ * postgres_fdw's), and the next call to any peer closes it, as it closes
+ * one that an error or a cancel left in the middle of a command: a refill
+ * never runs on another role's connection, nor on credentials that were
+ * changed, and a dropped mapping's connection does not stay open.
  *
  * Credentials come only from user mappings.  A connection made for a role
  * that is not a superuser must use a password (the rule dblink applies), so
@@ -272,7 +274,16 @@ remote_notice(void *arg, const PGresult *res)
 	const char *message = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
 
 	if (severity && strcmp(severity, "WARNING") == 0 && rc->warning[0] == '\0')
-		strlcpy(rc->warning, message ? message : "warning", sizeof(rc->warning));
+	{
+		/* cut between characters: the message ends up in views as text */
+		int			len;
+
+		if (message == NULL)
+			message = "warning";
+		len = pg_mbcliplen(message, strlen(message), sizeof(rc->warning) - 1);
+		memcpy(rc->warning, message, len);
+		rc->warning[len] = '\0';
+	}
 }
 
 /* Forget a connection whose state is unknown */
@@ -881,6 +892,34 @@ remote_lookup_schema(RemoteConn *rc)
 }
 
 /*
+ * Close the connections that may not serve again, whoever's they are:
+ * those marked by a change of their server, mapping or role (a dropped
+ * mapping's is never asked for again, and would stay open on the peer until
+ * this process exits), those broken, and those an error or a cancel left
+ * in the middle of a command or in a transaction.  Between commands, so
+ * none is in use but the one call in flight; entries stay (a caller of
+ * distseq_remote_lookup() may hold one until it opens it).
+ */
+static void
+remote_close_unusable(void)
+{
+	HASH_SEQ_STATUS status;
+	RemoteConn *rc;
+
+	hash_seq_init(&status, remote_conns);
+	while ((rc = hash_seq_search(&status)) != NULL)
+	{
+		/* the one call in flight, while the worker serves other refills */
+		if (rc->busy)
+			continue;
+		if (rc->conn &&
+			(rc->invalidated || PQstatus(rc->conn) != CONNECTION_OK ||
+			 PQtransactionStatus(rc->conn) != PQTRANS_IDLE))
+			remote_drop(rc);
+	}
+}
+
+/*
  * The connection to a peer for "userid", as its user mapping says, looked
  * up in the catalog (in a transaction): one that is still good, or one to
  * make with distseq_remote_open(), which needs no transaction.
@@ -908,6 +947,8 @@ distseq_remote_lookup(Oid serverid, Oid userid)
 		CacheRegisterSyscacheCallback(USERMAPPINGOID, remote_inval, (Datum) 0);
 		CacheRegisterSyscacheCallback(AUTHOID, remote_inval, (Datum) 0);
 	}
+
+	remote_close_unusable();
 
 	/* catalog lookups first: they may run remote_inval */
 	server = GetForeignServer(serverid);

@@ -531,6 +531,7 @@ typedef struct RefillSources
 {
 	List	   *sources;		/* RemoteSource, in the catalog's order */
 	Oid			owner;
+	int64		start_value;
 	/* the group the sequence drew from before: grows with what answers */
 	int64	   *nodes;
 	int			nnodes;
@@ -543,6 +544,7 @@ typedef struct RemoteReserve
 	Oid			owner;
 	const char *name;
 	int64		count;
+	int64		start_value;
 	int64		max_value;
 	MemoryContext cxt;
 	DistseqRange r;
@@ -639,7 +641,7 @@ worker_remote_reserve_one(RemoteReserve *rr)
 						rr->source->name, rr->name)));
 	/* a server with another definition of the sequence is no source */
 	if (pg_sub_s64_overflow(r.hi, r.lo, &size) || size > rr->count ||
-		r.hi - 1 > rr->max_value)
+		r.lo < rr->start_value || r.hi - 1 > rr->max_value)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_EXCEPTION),
 				 errmsg("distseq peer \"%s\" returned values " INT64_FORMAT " to " INT64_FORMAT " for sequence \"%s\", outside what was asked",
@@ -665,8 +667,8 @@ worker_sources(DistseqSeq *seq, Oid relid, uint64 gen, MemoryContext cxt,
 		MemoryContext xcxt;
 
 		distseq_xact_begin();
-		names = distseq_catalog_servers(relid, &src->owner, &src->nodes,
-										&src->nnodes, cxt);
+		names = distseq_catalog_servers(relid, &src->owner, &src->start_value,
+										&src->nodes, &src->nnodes, cxt);
 		foreach(lc, names)
 		{
 			ForeignServer *server = GetForeignServerByName(lfirst(lc), true);
@@ -726,6 +728,7 @@ worker_remote_refill(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
 	rr.owner = src->owner;
 	rr.name = seq->name;
 	rr.count = count;
+	rr.start_value = src->start_value;
 	rr.max_value = seq->max_value;
 	rr.cxt = cxt;
 	rr.nodes = src->nodes;

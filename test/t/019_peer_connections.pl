@@ -3,11 +3,18 @@
 # connection another role made, and a changed or dropped user mapping, a
 # changed server or a role that lost superuser is used from the next refill
 # on.  A failed connection shows no password, in its error or in any log.
+# A connection a dropped mapping left is closed, and one a cancel left busy
+# is not used again.
+# A role that is not a superuser connects only if the peer asked for its
+# password; a role without a mapping of its own uses the PUBLIC one.
+# A peer added by a role that may no longer use its server is not reached
+# with that role's mapping.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use IPC::Run;
 use FindBin;
 use lib $FindBin::RealBin;
 use DistseqPeers;
@@ -17,7 +24,8 @@ use DistseqPeers;
 my $a = peer_node('conn_a',
 	conf => "log_line_prefix = '%m [%p] user=%u '\n",
 	hba => "host all ua,ua2,ub 127.0.0.1/32 scram-sha-256\n");
-my $c = peer_node('conn_c');
+# (a cancel below must come before a command's timeout)
+my $c = peer_node('conn_c', conf => "distseq.remote_timeout = '60s'\n");
 my $aport = $a->port;
 
 $a->safe_psql('postgres', q{
@@ -28,7 +36,10 @@ $a->safe_psql('postgres', q{
 		TO ua, ua2, ub;
 	SELECT distseq_create('sa', block_size => 10);
 	SELECT distseq_create('sb', block_size => 10);
-	SELECT distseq_create('ss', block_size => 10);});
+	SELECT distseq_create('ss', block_size => 10);
+	SELECT distseq_create('st', block_size => 10);
+	SELECT distseq_create('su', block_size => 10);
+	SELECT distseq_create('sq', block_size => 10);});
 
 # On c, two roles each own a sequence drawing from a, each with a user
 # mapping of its own to a different role there; rs is a superuser whose
@@ -126,7 +137,118 @@ like($err, qr/password is required to reach distseq peer "node_a"/,
 $c->safe_psql('postgres', 'DROP USER MAPPING FOR ra SERVER node_a');
 ($ret, $out, $err) = draw('sa');
 like($err, qr/user mapping not found for (?:user )?"ra"/, 'a dropped user mapping is not used');
+# and the connection made with it, as ua2, is closed: not kept open on a
+# (where it would keep, say, DROP DATABASE from running) until c restarts
+ok($a->poll_query_until('postgres',
+		"SELECT count(*) = 0 FROM pg_stat_activity WHERE usename = 'ua2'"),
+	"the dropped mapping's connection is closed");
+
+# A role without a mapping of its own uses the PUBLIC one, until it has one.
+$c->safe_psql('postgres', q{
+	CREATE ROLE rq LOGIN;
+	GRANT EXECUTE ON FUNCTION distseq_create TO rq;
+	GRANT USAGE ON FOREIGN SERVER node_a TO rq;
+	CREATE USER MAPPING FOR PUBLIC SERVER node_a OPTIONS (user 'ua', password 'pw-ua-1f3');
+	SET ROLE rq;
+	SELECT distseq_create('sq', block_size => 10, servers => ARRAY['node_a']);
+	RESET ROLE;});
+$offset = -s $a->logfile;
+($ret, $out, $err) = draw('sq');
+is($out, '25000', 'a role without a mapping of its own draws');
+is(reserved_as('sq', $offset), 'ua', 'as the PUBLIC mapping says');
+$c->safe_psql('postgres',
+	"CREATE USER MAPPING FOR rq SERVER node_a OPTIONS (user 'ub', password 'pw-ub-5e2')");
+$offset = -s $a->logfile;
+($ret, $out, $err) = draw('sq');
+is(reserved_as('sq', $offset), 'ub', 'and as its own mapping says once it has one');
+
+# A role that is not a superuser, with a password in its mapping, to a peer
+# that does not ask for it (a trusts postgres over TCP, and everyone over
+# its Unix socket): the connection would run on this server's own identity,
+# and is refused.
+my $asock = $a->host;
+$c->safe_psql('postgres', qq{
+	CREATE ROLE rt LOGIN;
+	GRANT EXECUTE ON FUNCTION distseq_create TO rt;
+	CREATE SERVER node_a_sock FOREIGN DATA WRAPPER distseq
+		OPTIONS (host '$asock', port '$aport', dbname 'postgres');
+	GRANT USAGE ON FOREIGN SERVER node_a, node_a_sock TO rt;
+	CREATE USER MAPPING FOR rt SERVER node_a OPTIONS (user 'postgres', password 'pw-unasked-2d7');
+	CREATE USER MAPPING FOR rt SERVER node_a_sock OPTIONS (user 'postgres', password 'pw-unasked-2d7');
+	SET ROLE rt;
+	SELECT distseq_create('st', block_size => 10, servers => ARRAY['node_a']);
+	SELECT distseq_create('su', block_size => 10, servers => ARRAY['node_a_sock']);
+	RESET ROLE;});
+($ret, $out, $err) = draw('st');
+like($err, qr/password is required to reach distseq peer "node_a"/,
+	'a peer that does not ask for the password is refused (TCP, trust)');
+($ret, $out, $err) = draw('su');
+like($err, qr/password is required to reach distseq peer "node_a_sock"/,
+	'a peer that does not ask for the password is refused (Unix socket)');
+ok($a->poll_query_until('postgres',
+		"SELECT count(*) = 0 FROM pg_stat_activity
+		 WHERE usename = 'postgres' AND application_name = 'distseq'"),
+	'and no such connection stays open');
+
+# A refill cancelled while a waits for a lock leaves its command running
+# there; the connection is not used again for the next refill.
+my ($lin, $lout, $lerr) = ('', '', '');
+my $locker = IPC::Run::start([ 'psql', '-XAtq', '-d', $a->connstr('postgres') ],
+	\$lin, \$lout, \$lerr);
+$lin .= "BEGIN;\nSELECT 'locked' FROM distseq.distseq_sequences WHERE sequence_name = 'sb' FOR UPDATE;\n";
+$locker->pump until $lout =~ /locked/;
+my ($din, $dout, $derr) = ('', '', '');
+my $drawer = IPC::Run::start(
+	[ 'psql', '-XAtq', '-d', $c->connstr('postgres'), '-c',
+	  "SELECT count(DISTINCT distseq_nextval('sb')) FROM generate_series(1, 25000)" ],
+	\$din, \$dout, \$derr);
+# the caller waits for the refill, and the refill for the lock on a
+$c->poll_query_until('postgres',
+	"SELECT count(*) = 1 FROM pg_stat_activity
+	 WHERE wait_event_type = 'Extension' AND backend_type = 'client backend'")
+  or die 'the caller never waited';
+$a->poll_query_until('postgres',
+	"SELECT count(*) = 1 FROM pg_stat_activity WHERE usename = 'ub' AND wait_event_type = 'Lock'")
+  or die 'the reservation never waited';
+$c->safe_psql('postgres',
+	"SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE backend_type = 'distseq worker'");
+$drawer->finish;
+like($derr, qr/canceling statement due to user request/, 'the cancelled refill fails');
+$lin .= "COMMIT;\n\\q\n";
+$locker->finish;
+($ret, $out, $err) = draw('sb');
+is($out, '25000', 'the next refill does not use the connection the cancel left busy')
+  or diag($err);
+
+# A peer added by a role that is not a superuser is reached as that role's
+# mapping says, only while the role may use the server.
+my $d = peer_node('conn_d', hba => "host all ud 127.0.0.1/32 scram-sha-256\n");
+my $dport = $d->port;
+$d->safe_psql('postgres', "CREATE ROLE ud LOGIN SUPERUSER PASSWORD 'pw-ud-4b8'");
+$c->safe_psql('postgres', qq{
+	CREATE ROLE rp LOGIN;
+	GRANT EXECUTE ON FUNCTION distseq_add_peer(name) TO rp;
+	CREATE SERVER node_d FOREIGN DATA WRAPPER distseq
+		OPTIONS (host '127.0.0.1', port '$dport', dbname 'postgres');
+	GRANT USAGE ON FOREIGN SERVER node_d TO rp;
+	CREATE USER MAPPING FOR rp SERVER node_d OPTIONS (user 'ud', password 'pw-ud-4b8');});
+($ret, $out, $err) = $c->psql('postgres', "SET ROLE rp; SELECT distseq_add_peer('node_d')");
+is($ret, 0, 'a role that may use the server adds a peer') or diag($err);
+is($c->safe_psql('postgres', 'SELECT reachable FROM distseq_peers'), 't',
+	'the peer is reached with its mapping');
+$c->safe_psql('postgres', "SELECT distseq_create('sm', block_size => 10, window_size => 100)");
+$c->safe_psql('postgres', 'SELECT count(*) FROM distseq_maintain()');
+$c->safe_psql('postgres', 'REVOKE USAGE ON FOREIGN SERVER node_d FROM rp');
+is($c->safe_psql('postgres', 'SELECT reachable FROM distseq_peers'), 'f',
+	'once that role may no longer use the server, its mapping is not used');
+like($c->safe_psql('postgres', 'SELECT error FROM distseq_peers'),
+	qr/role "rp", which added distseq peer "node_d", may no longer use its server/,
+	'and the error says why');
+($ret, $out, $err) = $c->psql('postgres', 'SELECT * FROM distseq_maintain()');
+like($err, qr/node_d: role "rp", which added distseq peer "node_d", may no longer use its server/,
+	'nor does the agent use it');
 
 $c->stop;
+$d->stop;
 $a->stop;
 done_testing();

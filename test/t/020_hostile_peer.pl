@@ -5,7 +5,8 @@
 # that draws from it or has it as a member, must be named in a clear
 # error, and must not have any value of a bad answer handed out.  And a
 # role on the peer that may create in distseq's schema there cannot get its
-# own function called in place of distseq's.
+# own function called in place of distseq's.  What a peer says reaches
+# errors and views as valid text, with any format characters as they are.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -112,6 +113,11 @@ replace('postgres', 'reserve', "CREATE FUNCTION distseq_peer_reserve($sig_reserv
 	LANGUAGE sql AS 'SELECT -9223372036854775807::bigint, 5::bigint'");
 refused($draw, 'a reservation wider than the bigint range',
 	qr/distseq peer "node_evil" returned values -9223372036854775807 to 4 for sequence "hs"/);
+replace('postgres', 'reserve', "CREATE FUNCTION distseq_peer_reserve($sig_reserve,
+	OUT lo bigint, OUT hi bigint)
+	LANGUAGE sql AS 'SELECT -20::bigint, -10::bigint'");
+refused($draw, 'a reservation below the start of the sequence',
+	qr/distseq peer "node_evil" returned values -20 to -11 for sequence "hs", outside what was asked/);
 replace('postgres', 'reserve', 'real');
 
 my $sig_state = 'OUT node_id bigint, OUT epoch bigint, OUT epoch_id bigint';
@@ -213,6 +219,34 @@ replace('evil2', 'cas', 'real');
 $c->safe_psql('postgres', $maintain);
 is($c->safe_psql('postgres', "SELECT open_windows FROM distseq_status WHERE sequence_name = 'mc'"),
 	'2', 'with sane answers again, the agent opens windows');
+
+# What a peer says is kept as valid text: a WARNING longer than c keeps,
+# of two-byte characters, is cut between characters (convert_from checks
+# the text); format characters stay as they are.
+my $valid = q{SELECT convert_from(convert_to(error, 'UTF8'), 'UTF8') FROM distseq_peers};
+$evil->safe_psql('evil2', q{CREATE FUNCTION public.real_state(OUT node_id bigint,
+	OUT epoch bigint, OUT epoch_id bigint, OUT members bigint[], OUT pending boolean)
+	AS '$libdir/distseq', 'distseq_peer_state'
+	LANGUAGE C STRICT SECURITY DEFINER SET search_path = pg_catalog, pg_temp});
+replace('evil2', 'state', "CREATE FUNCTION distseq_peer_state($sig_state,
+	OUT members bigint[], OUT pending boolean) LANGUAGE plpgsql AS \$\$
+	BEGIN RAISE WARNING '%', repeat(U&'\\00E9', 200);
+	SELECT * INTO node_id, epoch, epoch_id, members, pending FROM public.real_state(); END \$\$");
+($ret, $out, $err) = $c->psql('postgres', $valid);
+like($out, qr/^distseq peer "node_evil2" warned: (\x{c3}\x{a9}){100,}$/,
+	"a long WARNING of a peer, cut, is valid text") or diag($err);
+replace('evil2', 'state', "CREATE FUNCTION distseq_peer_state($sig_state,
+	OUT members bigint[], OUT pending boolean) LANGUAGE plpgsql AS \$\$
+	BEGIN RAISE EXCEPTION USING MESSAGE = 'bad %s%n%x', DETAIL = 'detail %s%n',
+		HINT = 'hint %s%n'; END \$\$");
+($ret, $out, $err) = $c->psql('postgres', $valid);
+is($out, 'distseq peer "node_evil2": bad %s%n%x',
+	"a peer's error with format characters shows them as they are") or diag($err);
+($ret, $out, $err) = $c->psql('postgres', 'SELECT * FROM distseq_maintain()');
+like($err, qr/node_evil2: distseq peer "node_evil2": bad %s%n%x/, "the agent's error too");
+($ret, $out, $err) = $c->psql('postgres', 'SELECT 1');
+is($out, '1', 'c is still up');
+replace('evil2', 'state', 'real');
 
 unlike(slurp_file($c->logfile), qr/terminated by signal/, 'no process of c crashed');
 $c->stop;
