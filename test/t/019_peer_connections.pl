@@ -216,6 +216,8 @@ $drawer->finish;
 like($derr, qr/canceling statement due to user request/, 'the cancelled refill fails');
 $lin .= "COMMIT;\n\\q\n";
 $locker->finish;
+# a source whose call ended in a cancel rests; distseq_maintain() ends that
+$c->safe_psql('postgres', 'SELECT count(*) FROM distseq_maintain()');
 ($ret, $out, $err) = draw('sb');
 is($out, '25000', 'the next refill does not use the connection the cancel left busy')
   or diag($err);
