@@ -837,6 +837,8 @@ distseq_remote_get(Oid serverid, Oid userid)
 		PG_TRY();
 		{
 			distseq_remote_command(rc, "SET synchronous_commit = on", 0, NULL);
+			/* a WARNING fails the command (remote_notice): have every one sent */
+			distseq_remote_command(rc, "SET client_min_messages = warning", 0, NULL);
 			distseq_remote_command(rc, "SET search_path = pg_catalog, pg_temp", 0, NULL);
 			res = distseq_remote_query(rc,
 									   "SELECT (SELECT n.nspname"

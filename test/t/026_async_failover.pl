@@ -92,7 +92,9 @@ sub repeats
 {
 	my ($primary, $standby) = make_pair('ack', "all\nwal_level = logical");
 
-	# c draws 'r' from the primary through distseq_peer_reserve
+	# c draws 'r' from the primary through distseq_peer_reserve, as a role
+	# that would not see a WARNING unless c asked for them
+	$primary->safe_psql('postgres', 'ALTER ROLE postgres SET client_min_messages = error');
 	my $c = peer_node('ack_client');
 	peer_server($c, 'p', $primary);
 	$c->safe_psql('postgres',
