@@ -157,6 +157,29 @@ sub repeats
 		'the peer is told why');
 	push @c_old, @$c_values;
 
+	# the worker's wait shows in pg_stat_activity, and a cancel ends it at
+	# once: with a long timeout, a draw waits until the worker is cancelled
+	$primary->append_conf('postgresql.conf', "distseq.standby_ack_timeout = '60s'");
+	$primary->reload;
+	my ($in, $out, $w_err) = ('', '', '');
+	my $h = IPC::Run::start(
+		[
+			'psql', '-XAtq', '-d', $primary->connstr('postgres'), '-c',
+			"SET distseq.refill_timeout = '60s'; SELECT distseq_nextval('s')"
+		],
+		\$in, \$out, \$w_err);
+	$primary->poll_query_until('postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity
+		 WHERE backend_type = 'distseq worker' AND wait_event = 'Extension'
+		   AND query = 'distseq refill: waiting for the standbys'")
+	  or die "the worker never waited for the standbys";
+	$primary->safe_psql('postgres',
+		"SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE backend_type = 'distseq worker'");
+	$h->finish;
+	like($w_err, qr/canceled the wait for the standbys to acknowledge the reservation/,
+		'a cancelled wait fails the refill at once');
+	is($out, '', 'and hands nothing out');
+
 	fail_over($primary, $standby, $walsender);
 	my @new = draw($standby, 's', 3 * $burst);
 	is(scalar(@new), 3 * $burst, 'the promoted standby draws');
