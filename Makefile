@@ -11,6 +11,7 @@ OBJS = \
 	src/catalog.o \
 	src/status.o \
 	src/worker.o \
+	src/standby.o \
 	src/remote.o \
 	src/member.o \
 	src/change.o \

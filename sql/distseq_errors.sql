@@ -108,6 +108,11 @@ END
 $$;
 SET distseq.max_sequences = 10;
 SET distseq.no_such_setting = 1;
+-- distseq.standby_ack: off or all, set for the whole server
+SELECT name, setting, unit, min_val, max_val, enumvals, context FROM pg_settings
+WHERE name LIKE 'distseq.standby\_ack%' ORDER BY name;
+SET distseq.standby_ack = off;
+ALTER SYSTEM SET distseq.standby_ack = maybe;
 
 -- in a read-only transaction: refused at once, as native nextval() is
 SET default_transaction_read_only = on;

@@ -551,7 +551,10 @@ catalog_take(const char *schema, const char *name, int64 count)
 /*
  * Reserve for a server that draws from this one (a sequence created there
  * with servers => ...): the same reservation, in this server's transaction,
- * which the caller's libpq session commits synchronously.
+ * which the caller's libpq session commits synchronously; with
+ * distseq.standby_ack = all, that commit also waits for this server's
+ * standbys, and warns the caller when they do not acknowledge it
+ * (standby.c).
  */
 PG_FUNCTION_INFO_V1(distseq_peer_reserve);
 
@@ -637,6 +640,9 @@ distseq_peer_reserve(PG_FUNCTION_ARGS)
 						  " WHERE sequence_name = $1", schema),
 				 2, types, values, SPI_OK_UPDATE);
 	SPI_finish();
+	/* with distseq.standby_ack = all, the answer waits for the standbys */
+	if (RANGE_SIZE(r) > 0)
+		distseq_standby_ack_at_commit();
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");

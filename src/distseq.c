@@ -25,6 +25,14 @@ int			distseq_refill_timeout = 10000;
 int			distseq_segment_lifetime = 10000;
 int			distseq_remote_timeout = 5000;
 int			distseq_agent_interval = 10000;
+int			distseq_standby_ack_mode = DISTSEQ_STANDBY_ACK_ALL;
+int			distseq_standby_ack_timeout = 3000;
+
+static const struct config_enum_entry standby_ack_options[] = {
+	{"off", DISTSEQ_STANDBY_ACK_OFF, false},
+	{"all", DISTSEQ_STANDBY_ACK_ALL, false},
+	{NULL, 0, false}
+};
 
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 
@@ -105,6 +113,20 @@ _PG_init(void)
 							NULL,
 							&distseq_agent_interval,
 							10000, 100, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomEnumVariable("distseq.standby_ack",
+							 "Sets whether reservations wait for the streaming standbys before their values are used.",
+							 "all: every standby streaming when a reservation commits must have flushed it, so that a promoted asynchronous standby does not hand its values out again.",
+							 &distseq_standby_ack_mode,
+							 DISTSEQ_STANDBY_ACK_ALL, standby_ack_options,
+							 PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
+	DefineCustomIntVariable("distseq.standby_ack_timeout",
+							"Sets how long a reservation waits for the standbys to acknowledge it before its values are given up.",
+							NULL,
+							&distseq_standby_ack_timeout,
+							3000, 1, INT_MAX,
 							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
 	MarkGUCPrefixReserved("distseq");

@@ -234,6 +234,16 @@ extern int	distseq_refill_timeout;
 extern int	distseq_segment_lifetime;
 extern int	distseq_remote_timeout;
 extern int	distseq_agent_interval;
+extern int	distseq_standby_ack_mode;
+extern int	distseq_standby_ack_timeout;
+
+/* distseq.standby_ack */
+#define DISTSEQ_STANDBY_ACK_OFF		0
+#define DISTSEQ_STANDBY_ACK_ALL		1
+
+/* src/standby.c */
+extern void distseq_standby_ack(XLogRecPtr lsn);
+extern void distseq_standby_ack_at_commit(void);
 
 /* src/shmem.c */
 extern DistseqShared *Distseq;

@@ -1010,6 +1010,8 @@ distseq_remote_open(RemoteConn *rc)
 	{
 		snprintf(timeout, sizeof(timeout), "%d", distseq_remote_timeout);
 		distseq_remote_command(rc, "SET synchronous_commit = on", 0, NULL);
+		/* a WARNING fails the command (remote_notice): have every one sent */
+		distseq_remote_command(rc, "SET client_min_messages = warning", 0, NULL);
 		distseq_remote_command(rc, "SET search_path = pg_catalog, pg_temp", 0, NULL);
 		distseq_remote_command(rc, "SELECT pg_catalog.set_config('statement_timeout',"
 							   " $1::pg_catalog.text, false)", 1, params);

@@ -9,7 +9,8 @@
  * (registering the worker first if the database has none).  The worker
  * reserves a segment in a transaction of its own, commits it with
  * synchronous_commit at least "on" -- so the reservation is flushed, and
- * acknowledged by synchronous standbys, before any value of it is used --
+ * acknowledged by synchronous standbys and, with distseq.standby_ack = all,
+ * by every streaming standby (standby.c), before any value of it is used --
  * and only then publishes the segment into the pool and wakes the waiters.
  * One worker per database and one flag per sequence keep at most one
  * refill per sequence in flight.
@@ -430,9 +431,28 @@ worker_adapt_segment(DistseqSeq *seq)
 }
 
 /*
+ * A reservation committed, and then not acknowledged: none of its values
+ * is used.  Count them lost, with what a rejoin skipped in it, unless the
+ * entry has no totals yet (the next reservation counts them from the
+ * catalog, where they show as reserved and never given back).
+ */
+static void
+worker_reservation_lost(DistseqSeq *seq, uint64 gen, bool account,
+						DistseqRange r, int64 skipped)
+{
+	if (account)
+		return;
+	LWLockAcquire(seq->lock, LW_EXCLUSIVE);
+	if (pg_atomic_read_u64(&seq->gen) == gen)
+		seq->lost += RANGE_SIZE(r) + skipped;
+	LWLockRelease(seq->lock);
+}
+
+/*
  * Reserve a segment in a transaction of our own and make sure it is
- * durable, and acknowledged by synchronous standbys, before it is used.
- * Returns false, having recorded the failure, on error.
+ * durable, and acknowledged by synchronous standbys and, with
+ * distseq.standby_ack = all, by every streaming standby, before it is
+ * used.  Returns false, having recorded the failure, on error.
  */
 static bool
 worker_reserve(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
@@ -440,6 +460,7 @@ worker_reserve(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
 			   bool *need_windows, DistseqRange *r)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
+	volatile bool committed = false;
 
 	PG_TRY();
 	{
@@ -449,12 +470,15 @@ worker_reserve(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
 									 skipped, need_windows);
 		/* durable from here on, and only from here on */
 		distseq_xact_commit();
+		committed = true;
 		pgstat_report_activity(STATE_IDLE, NULL);
 		if (!worker_commit_acknowledged())
 			ereport(ERROR,
 					(errcode(ERRCODE_QUERY_CANCELED),
 					 errmsg("the reservation was not acknowledged by the synchronous standbys"),
 					 errdetail("Its values are given up.")));
+		if (RANGE_SIZE(*r) > 0)
+			distseq_standby_ack(XactLastCommitEnd);
 	}
 	PG_CATCH();
 	{
@@ -462,7 +486,10 @@ worker_reserve(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
 
 		ereport(LOG,
 				(errmsg("distseq worker could not refill sequence with relation %u: %s",
-						relid, edata->message)));
+						relid, edata->message),
+				 edata->detail ? errdetail_internal("%s", edata->detail) : 0));
+		if (committed)
+			worker_reservation_lost(seq, gen, account, *r, *skipped);
 		worker_refill_failed(seq, gen, edata->message);
 		FreeErrorData(edata);
 		return false;
