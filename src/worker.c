@@ -91,7 +91,6 @@
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
-static volatile sig_atomic_t got_sigterm = false;
 static TimestampTz last_agent_run = 0;
 static bool in_agent_pass = false;	/* refills are served between its steps */
 static DistseqSeq *remote_waiting = NULL;	/* its refill waits on a peer */
@@ -315,18 +314,8 @@ distseq_xact_commit(void)
 bool
 distseq_worker_stopping(void)
 {
-	return got_sigterm ||
+	return ShutdownRequestPending ||
 		(my_worker != NULL && (my_worker->stop || my_worker->dropper != 0));
-}
-
-static void
-worker_sigterm(SIGNAL_ARGS)
-{
-	int			save_errno = errno;
-
-	got_sigterm = true;
-	SetLatch(MyLatch);
-	errno = save_errno;
 }
 
 static void
@@ -1414,7 +1403,7 @@ worker_wait_for_drop(void)
 			worker_exit_for_good();
 		if (!dropping)
 			return;
-		if (got_sigterm)
+		if (ShutdownRequestPending)
 			proc_exit(1);
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 1000L, PG_WAIT_EXTENSION);
@@ -1429,7 +1418,7 @@ distseq_worker_main(Datum main_arg)
 	bool		stop;
 	bool		dropping;
 
-	pqsignal(SIGTERM, worker_sigterm);
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	BackgroundWorkerUnblockSignals();
 
@@ -1502,7 +1491,7 @@ distseq_worker_main(Datum main_arg)
 		LWLockRelease(Distseq->lock);
 		if (dropping)
 			proc_exit(1);
-		if (got_sigterm)
+		if (ShutdownRequestPending)
 			break;
 		if (serve_again)
 		{
