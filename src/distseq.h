@@ -191,6 +191,7 @@ typedef struct DistseqDbWorker
 	int			dropper;		/* pid of a backend dropping the database:
 								 * the worker stays out until it is done */
 	Latch	   *latch;
+	uint64		pokes;			/* times it was woken (worker_poke) */
 
 	/* distseq_maintain() asks for an agent pass and waits for its end */
 	uint64		agent_requested;

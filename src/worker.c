@@ -119,6 +119,20 @@ worker_find(Oid dboid)
 	return NULL;
 }
 
+/*
+ * Wake the worker, and count it: the worker's latch is also reset by waits
+ * inside what it runs (a condition variable's, an I/O's), so the count is
+ * what tells it that something was asked while it was busy.  Caller holds
+ * Distseq->lock exclusively.
+ */
+static void
+worker_poke(DistseqDbWorker *w)
+{
+	w->pokes++;
+	if (w->latch)
+		SetLatch(w->latch);
+}
+
 static void
 worker_register(Oid dboid)
 {
@@ -169,7 +183,7 @@ distseq_worker_wake(Oid dboid)
 		ConditionVariableInit(&w->agent_cv);
 	}
 	if (w->latch)
-		SetLatch(w->latch);
+		worker_poke(w);
 	else if (!w->registered)
 	{
 		/* registered before the attempt: a failure leaves it to the next caller */
@@ -241,8 +255,7 @@ worker_drop_end(XactEvent event, void *arg)
 	if (w != NULL && w->dropper == MyProcPid)
 	{
 		w->dropper = 0;
-		if (w->latch)
-			SetLatch(w->latch);
+		worker_poke(w);
 	}
 	LWLockRelease(Distseq->lock);
 
@@ -272,8 +285,7 @@ distseq_worker_drop_database(Oid dboid)
 	if (w != NULL)
 	{
 		w->dropper = MyProcPid;
-		if (w->latch)
-			SetLatch(w->latch);
+		worker_poke(w);
 	}
 	LWLockRelease(Distseq->lock);
 
@@ -1076,8 +1088,7 @@ distseq_worker_agent_pass(Oid dboid)
 	LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
 	w = worker_find(dboid);
 	aw.ticket = ++w->agent_requested;
-	if (w->latch)
-		SetLatch(w->latch);
+	worker_poke(w);
 	LWLockRelease(Distseq->lock);
 
 	worker_wait(dboid, w, Max(distseq_refill_timeout, distseq_remote_timeout * 10),
@@ -1178,8 +1189,7 @@ change_done(DistseqDbWorker *w, void *arg)
 		strlcpy(w->change_server, cw->server_name, sizeof(w->change_server));
 		w->change_user = cw->userid;
 		cw->ticket = ++w->change_requested;
-		if (w->latch)
-			SetLatch(w->latch);
+		worker_poke(w);
 		return false;
 	}
 	if (w->change_done < cw->ticket)
@@ -1471,6 +1481,11 @@ distseq_worker_main(Datum main_arg)
 	for (;;)
 	{
 		bool		asked;
+		uint64		pokes;
+
+		LWLockAcquire(Distseq->lock, LW_SHARED);
+		pokes = my_worker->pokes;
+		LWLockRelease(Distseq->lock);
 
 		worker_serve();
 		worker_change_pass();
@@ -1488,6 +1503,8 @@ distseq_worker_main(Datum main_arg)
 		 */
 		LWLockAcquire(Distseq->lock, LW_SHARED);
 		dropping = my_worker->dropper != 0;
+		if (my_worker->pokes != pokes)
+			serve_again = true;
 		LWLockRelease(Distseq->lock);
 		if (dropping)
 			proc_exit(1);

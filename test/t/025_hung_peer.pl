@@ -232,14 +232,8 @@ my ($draws, $max_ms) = split /\|/, $node{d}->safe_psql('postgres',
 	"SELECT * FROM near_probe($timeout * 1.5)");
 my $after = $node{d}->safe_psql('postgres', $refills);
 cmp_ok($after - $before, '>', 10, "near refilled meanwhile ($draws draws)");
-{
-	# Known failure on PostgreSQL 18 (not on 15): one draw of near waits
-	# about one distseq.remote_timeout; kept visible until it is explained.
-	local $TODO = 'on PostgreSQL 18 one draw of near waits a remote_timeout'
-	  if $node{d}->safe_psql('postgres', 'SHOW server_version_num') >= 180000;
-	cmp_ok($max_ms, '<', $timeout * 1000 / 2,
-		"no draw of near waited for the hung source (longest: $max_ms ms)");
-}
+cmp_ok($max_ms, '<', $timeout * 1000 / 2,
+	"no draw of near waited for the hung source (longest: $max_ms ms)");
 
 $far->finish;
 like(slurp_file("$far_out.err"),
