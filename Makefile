@@ -46,3 +46,10 @@ include $(PGXS)
 
 # every object depends on the shared layout
 $(OBJS): src/distseq.h src/compat.h
+
+# objects built for another PostgreSQL are built again: the stamp is
+# written, and so made newer than them, when PG_CONFIG names another one
+ifneq ($(shell cat .built-for 2>/dev/null),$(PG_CONFIG))
+$(shell echo '$(PG_CONFIG)' > .built-for)
+endif
+$(OBJS): .built-for

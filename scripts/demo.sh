@@ -3,14 +3,21 @@
 # library preloaded, and let several concurrent sessions insert rows whose
 # ids come from DEFAULT distseq_nextval('orders'); then three servers that
 # share 'orders', one of which stops while the others carry on.
-# Everything is removed at the end.
+# Everything is removed at the end.  --pg MAJOR runs it on another
+# PostgreSQL (18: built once from Debian's source package).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
 . "$here/scripts/common.sh"
 distseq_lock "$@"
 
+major=15
+if [ "${1:-}" = "--pg" ]; then
+	major=$2
+fi
+
 distseq_install_packages
+distseq_use_pg "$major"
 distseq_build_install "$here"
 
 dir=$(mktemp -d /tmp/distseq-demo.XXXXXX)
