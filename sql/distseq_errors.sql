@@ -128,3 +128,22 @@ SELECT distseq_accept_promotion();
 SELECT distseq_currval('after_many') > 0 AS has_currval;
 SELECT count(*) FROM distseq_status WHERE sequence_name = 'after_many';
 RESET default_transaction_read_only;
+
+-- a distseq server takes libpq's options, checked as libpq reads them
+CREATE SERVER opts_ok FOREIGN DATA WRAPPER distseq
+	OPTIONS (host 'a.example,b.example', port '5432,5433', dbname 'x',
+			 target_session_attrs 'read-write', connect_timeout '10');
+ALTER SERVER opts_ok OPTIONS (SET port '5432');
+ALTER SERVER opts_ok OPTIONS (SET port ',5433');
+ALTER SERVER opts_ok OPTIONS (SET port '');
+ALTER SERVER opts_ok OPTIONS (SET port '5432,abc');
+ALTER SERVER opts_ok OPTIONS (SET port '65536');
+ALTER SERVER opts_ok OPTIONS (SET port '-1');
+ALTER SERVER opts_ok OPTIONS (SET port ' 5432');
+ALTER SERVER opts_ok OPTIONS (SET port '5432;5433');
+ALTER SERVER opts_ok OPTIONS (SET connect_timeout '5,6');
+ALTER SERVER opts_ok OPTIONS (SET connect_timeout '');
+ALTER SERVER opts_ok OPTIONS (ADD user 'app');
+CREATE USER MAPPING FOR CURRENT_USER SERVER opts_ok OPTIONS (host 'x');
+SELECT srvoptions FROM pg_foreign_server WHERE srvname = 'opts_ok';
+DROP SERVER opts_ok;

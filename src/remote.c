@@ -165,6 +165,47 @@ option_in(const char *name, const char *const *list)
 	return false;
 }
 
+/*
+ * A number from 0 to 65535 -- or, for a port, a comma-separated list of
+ * them, one per host as libpq takes it for a server of several hosts (an
+ * empty item is the default port).  libpq matches the list to the hosts
+ * when it connects.
+ */
+static void
+validate_numbers(DefElem *def, bool list)
+{
+	const char *value = defGetString(def);
+	const char *p = value;
+
+	for (;;)
+	{
+		/* an item: digits, or nothing in a list */
+		if (!list || (*p != ',' && *p != '\0'))
+		{
+			long		v = 0;
+
+			if (!isdigit((unsigned char) *p))
+				break;
+			while (isdigit((unsigned char) *p) && v <= 65535)
+				v = v * 10 + (*p++ - '0');
+			if (v > 65535)
+				break;
+		}
+		if (*p == '\0')
+			return;
+		if (!list || *p != ',')
+			break;
+		p++;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
+			 errmsg("invalid value for option \"%s\": \"%s\"",
+					def->defname, value),
+			 list ?
+			 errhint("A port is a number from 0 to 65535, or a comma-separated list of them, one for each host.") :
+			 errhint("It is a number of seconds, from 0 to 65535.")));
+}
+
 PG_FUNCTION_INFO_V1(distseq_fdw_validator);
 
 /*
@@ -201,16 +242,7 @@ distseq_fdw_validator(PG_FUNCTION_ARGS)
 					 errhint("The distseq wrapper and its tables take no options.")));
 		if (strcmp(def->defname, "port") == 0 ||
 			strcmp(def->defname, "connect_timeout") == 0)
-		{
-			char	   *end;
-			long		v = strtol(defGetString(def), &end, 10);
-
-			if (*end != '\0' || v < 0 || v > 65535)
-				ereport(ERROR,
-						(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
-						 errmsg("invalid value for option \"%s\": \"%s\"",
-								def->defname, defGetString(def))));
-		}
+			validate_numbers(def, strcmp(def->defname, "port") == 0);
 	}
 	PG_RETURN_VOID();
 }

@@ -127,6 +127,16 @@ $c->safe_psql('postgres', "ALTER SERVER node_a OPTIONS (SET port '$aport')");
 ($ret, $out, $err) = draw('sb');
 is($out, '25000', 'and again where it said before');
 
+# A server of several hosts, each with its port, as libpq takes them: the
+# first one is down, the second answers.
+$c->safe_psql('postgres', qq(ALTER SERVER node_a
+	OPTIONS (SET host '127.0.0.1,127.0.0.1', SET port '$noport,$aport')));
+($ret, $out, $err) = draw('sb');
+is($out, '25000', 'a server of two hosts is reached on the one that answers')
+  or diag($err);
+$c->safe_psql('postgres',
+	"ALTER SERVER node_a OPTIONS (SET host '127.0.0.1', SET port '$aport')");
+
 # A role that is no longer a superuser must use a password.
 $c->safe_psql('postgres', 'ALTER ROLE rs NOSUPERUSER');
 ($ret, $out, $err) = draw('ss');
