@@ -198,6 +198,11 @@ typedef struct DistseqBackend
 /* The refill worker of one database */
 typedef struct DistseqDbWorker
 {
+	/*
+	 * Waits on the slot; set up once, never cleared: a slot handed to
+	 * another database may still have a waiter that is about to leave
+	 */
+	ConditionVariable agent_cv;
 	Oid			dboid;			/* InvalidOid = free */
 	bool		registered;		/* a worker is registered with postmaster */
 	bool		stop;			/* exit for good, the database is gone */
@@ -213,7 +218,6 @@ typedef struct DistseqDbWorker
 	uint64		agent_done;
 	char		agent_error[256];	/* why the last pass failed, or "" */
 	char		agent_detail[512];
-	ConditionVariable agent_cv;
 
 	/*
 	 * distseq_add_peer() and distseq_remove_peer() hand a change of

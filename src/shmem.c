@@ -112,6 +112,8 @@ distseq_shmem_startup(void)
 		pg_atomic_init_u64(&Distseq->clock, 1);
 		ConditionVariableInit(&Distseq->entry_cv);
 		for (int i = 0; i < distseq_max_sequences; i++)
+			ConditionVariableInit(&Distseq->workers[i].agent_cv);
+		for (int i = 0; i < distseq_max_sequences; i++)
 		{
 			DistseqSeq *seq = &Distseq->seqs[i];
 

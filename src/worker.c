@@ -176,9 +176,9 @@ worker_slot(Oid dboid)
 	}
 	if (w == NULL)
 		return NULL;
-	memset(w, 0, sizeof(DistseqDbWorker));
+	memset((char *) w + offsetof(DistseqDbWorker, dboid), 0,
+		   sizeof(DistseqDbWorker) - offsetof(DistseqDbWorker, dboid));
 	w->dboid = dboid;
-	ConditionVariableInit(&w->agent_cv);
 	return w;
 }
 
