@@ -28,6 +28,20 @@
 	((vxid).backendId = (slot) + 1, (vxid).localTransactionId = (lxid))
 #endif
 
+/* the local transaction a backend slot is running, or invalid */
+#if PG_VERSION_NUM >= 170000
+#define distseq_slot_lxid(slot)	(GetPGProcByNumber(slot)->vxid.lxid)
+#else
+#include "storage/sinvaladt.h"
+static inline LocalTransactionId
+distseq_slot_lxid(int slot)
+{
+	PGPROC	   *proc = BackendIdGetProc(slot + 1);
+
+	return proc ? proc->lxid : InvalidLocalTransactionId;
+}
+#endif
+
 /* string keys are the default before 14 */
 #if PG_VERSION_NUM >= 140000
 #define DISTSEQ_HASH_STRINGS	HASH_STRINGS

@@ -25,6 +25,7 @@ int			distseq_refill_timeout = 10000;
 int			distseq_segment_lifetime = 10000;
 int			distseq_remote_timeout = 5000;
 int			distseq_agent_interval = 10000;
+int			distseq_worker_idle_timeout = 60000;
 int			distseq_standby_ack_mode = DISTSEQ_STANDBY_ACK_ALL;
 int			distseq_standby_ack_timeout = 3000;
 
@@ -113,6 +114,13 @@ _PG_init(void)
 							NULL,
 							&distseq_agent_interval,
 							10000, 100, INT_MAX,
+							PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("distseq.worker_idle_timeout",
+							"Sets how long a database's refill worker waits for work before it exits.",
+							"It is started again when a session needs a refill.  0 keeps it for good.  A database with peers keeps its worker.",
+							&distseq_worker_idle_timeout,
+							60000, 0, INT_MAX,
 							PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
 	DefineCustomEnumVariable("distseq.standby_ack",

@@ -10,6 +10,7 @@
  *	  per database that has a refill worker;
  *	- an array of distseq.max_sequences DistseqSeq entries, one per sequence
  *	  in use anywhere in the cluster, each with its own pool and LWLock;
+ *	  an idle one is taken over by another sequence when none is free;
  *	- an array of MaxBackends x distseq.max_sequences DistseqBlock slots:
  *	  the block a backend draws from for the sequence at that entry index.
  *
@@ -17,6 +18,9 @@
  * "distseq"):
  *	- DistseqShared->lock guards entry identity (dboid, relid, gen, name and
  *	  parameters) and the worker table.  Take it before any entry lock.
+ *	  An entry changes identity under both locks: when it was free, when
+ *	  its relation was dropped, or when it was parked (park_state) and no
+ *	  backend uses it (shmem.c).
  *	- DistseqSeq->lock guards that entry's pool, refill state and counters.
  *	- A DistseqBlock is written only by the backend that owns the slot, and
  *	  without any lock; others may read it, racily, for the status views.
@@ -94,6 +98,9 @@ typedef struct DistseqSeq
 	bool		refill_pending; /* a refill is requested or in flight */
 	bool		exhausted;		/* no value is left to reserve */
 	bool		accounted;		/* crash losses counted since start */
+	uint8		park_state;		/* DISTSEQ_PARK_*, see shmem.c */
+	bool		park_requested; /* another sequence wants the entry */
+	uint64		last_used;		/* Distseq->clock at the last block cut */
 	uint32		failures;		/* refills that failed, ever */
 	char		last_error[128];
 
@@ -119,6 +126,15 @@ distseq_seq_is(DistseqSeq *seq, Oid dboid, Oid relid, uint64 gen)
 	return pg_atomic_read_u64(&seq->gen) == gen && seq->relid == relid &&
 		seq->dboid == dboid;
 }
+
+/*
+ * park_state: an entry is parked once its worker wrote its pool and totals
+ * back to the catalog while no backend held a block of it; any database may
+ * then take it.  Any use makes it active again.
+ */
+#define DISTSEQ_PARK_ACTIVE		0
+#define DISTSEQ_PARK_WRITING	1	/* the worker is writing it back */
+#define DISTSEQ_PARK_PARKED		2
 
 /*
  * drop_state of an entry whose relation a transaction is dropping: a phase,
@@ -182,6 +198,11 @@ typedef struct DistseqBackend
 /* The refill worker of one database */
 typedef struct DistseqDbWorker
 {
+	/*
+	 * Waits on the slot; set up once, never cleared: a slot handed to
+	 * another database may still have a waiter that is about to leave
+	 */
+	ConditionVariable agent_cv;
 	Oid			dboid;			/* InvalidOid = free */
 	bool		registered;		/* a worker is registered with postmaster */
 	bool		stop;			/* exit for good, the database is gone */
@@ -198,7 +219,6 @@ typedef struct DistseqDbWorker
 	uint64		agent_done;
 	char		agent_error[256];	/* why the last pass failed, or "" */
 	char		agent_detail[512];
-	ConditionVariable agent_cv;
 
 	/*
 	 * distseq_add_peer() and distseq_remove_peer() hand a change of
@@ -221,6 +241,8 @@ typedef struct DistseqDbWorker
 typedef struct DistseqShared
 {
 	LWLock	   *lock;
+	pg_atomic_uint64 clock;		/* ticks at every block cut: LRU order */
+	ConditionVariable entry_cv; /* broadcast when an entry is parked */
 	DistseqDbWorker *workers;	/* max_sequences of them */
 	DistseqSeq *seqs;			/* max_sequences of them */
 	DistseqBackend *backends;	/* MaxBackends of them */
@@ -237,6 +259,7 @@ extern int	distseq_remote_timeout;
 extern int	distseq_agent_interval;
 extern int	distseq_standby_ack_mode;
 extern int	distseq_standby_ack_timeout;
+extern int	distseq_worker_idle_timeout;
 
 /* distseq.standby_ack */
 #define DISTSEQ_STANDBY_ACK_OFF		0
@@ -257,6 +280,8 @@ extern void distseq_forget_database(Oid dboid);
 extern void distseq_backend_attach(void);
 extern DistseqBlock *distseq_my_block(DistseqSeq *seq);
 extern int	distseq_attached_backends(Oid dboid);
+extern bool distseq_seq_held(DistseqSeq *seq, uint64 gen);
+extern char *distseq_database_name(Oid dboid);
 
 /* src/inuse.c */
 extern void distseq_inuse_init(void);
@@ -267,8 +292,8 @@ extern uint32 distseq_drops(DistseqSeq *seq);
 extern void distseq_drop_state_clear(DistseqSeq *seq, Oid relid, uint64 gen);
 
 /* src/pool.c */
-extern void distseq_pool_next_block(DistseqSeq *seq, uint64 gen, int64 after,
-									DistseqBlock *block);
+extern bool distseq_pool_next_block(DistseqSeq *seq, Oid relid, uint64 gen,
+									int64 after, DistseqBlock *block);
 extern void distseq_pool_return_block(DistseqSeq *seq, DistseqBlock *block);
 extern void distseq_pool_publish(DistseqSeq *seq, DistseqRange range);
 extern void distseq_pool_take_all(DistseqSeq *seq, DistseqRange *ranges,

@@ -36,6 +36,9 @@
  *
  * Entries are created only by backends that hold the lock (nextval.c), so a
  * dropper, which holds AccessExclusiveLock, sees every entry of its relation.
+ * An entry is taken over by another sequence only while no running
+ * transaction marks it (shmem.c clears the identity, then reads the marks:
+ * the same handshake), so a dropper never misses a user that way either.
  * It reads only the blocks of backends of its own database (a backend's
  * database is set before its first block is used, with a write barrier):
  * no drop waits for a transaction in another database.
@@ -226,8 +229,9 @@ inuse_drop_relation(Oid relid)
 		DropMark   *mark;
 
 		/*
-		 * No entry can take our relation's identity, or lose it, while we
-		 * hold AccessExclusiveLock: look without the lock first.
+		 * No entry can take our relation's identity while we hold
+		 * AccessExclusiveLock, and one that loses it (taken over, shmem.c)
+		 * had no user left: look without the lock first.
 		 */
 		if (seq->relid != relid)
 			continue;

@@ -559,8 +559,8 @@ nextval_setup(FunctionCallInfo fcinfo)
 
 			/*
 			 * The entry found last time is still ours if it carries our
-			 * identity: entries are only recycled once their relation is
-			 * gone, and ours cannot go while we use it.
+			 * identity.  It may be taken over at any time once no backend
+			 * uses it; nextval_refill() notices that.
 			 */
 			if (ls->seq == NULL ||
 				!distseq_seq_is(ls->seq, MyDatabaseId, ls->relid, ls->gen))
@@ -585,16 +585,57 @@ nextval_setup(FunctionCallInfo fcinfo)
 	return ls;
 }
 
-/* The block is used up, or belongs to an earlier sequence: get a new one */
+/*
+ * The entry of a sequence was taken over by another sequence (or freed by a
+ * drop) while this transaction uses it: find or set up a new one, as on a
+ * first use, under AccessShareLock on the backing relation, which waits for
+ * a drop under way and shows one that ended.  The block slot of the old
+ * entry is left alone: it may hold a block of the entry's new sequence.
+ */
+static pg_noinline void
+local_reattach(LocalSeq *ls)
+{
+	local_lock(ls->relid, true);
+	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(ls->relid)))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("distseq sequence \"%s\" was dropped while in use",
+						ls->name)));
+	ls->seq = distseq_seq_attach(ls->relid, ls->gen, ls->name, &ls->def);
+	ls->block = distseq_my_block(ls->seq);
+	local_locked(ls);
+}
+
+/*
+ * The block is used up, or belongs to an earlier sequence: get a new one.
+ * Only a block of an entry that still carries our sequence is emptied
+ * first: an entry taken over has no block of ours with values left (it
+ * would not have been taken), but our slot of it may hold one of the new
+ * sequence.
+ */
 static pg_noinline int64
 nextval_refill(LocalSeq *ls)
 {
-	DistseqBlock *blk = ls->block;
 	int64		after = (ls->last_gen == ls->gen) ? ls->last : PG_INT64_MIN;
 
-	blk->gen = 0;
-	distseq_pool_next_block(ls->seq, ls->gen, after, blk);
-	return blk->next++;
+	for (int tries = 0;; tries++)
+	{
+		DistseqBlock *blk = ls->block;
+
+		if (distseq_seq_is(ls->seq, MyDatabaseId, ls->relid, ls->gen))
+		{
+			blk->gen = 0;
+			if (distseq_pool_next_block(ls->seq, ls->relid, ls->gen, after, blk))
+				return blk->next++;
+		}
+		if (tries >= 10)
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_IN_USE),
+					 errmsg("the entry of distseq sequence \"%s\" keeps being taken over",
+							ls->name),
+					 errhint("Increase distseq.max_sequences.")));
+		local_reattach(ls);
+	}
 }
 
 PG_FUNCTION_INFO_V1(distseq_nextval);

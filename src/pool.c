@@ -127,10 +127,12 @@ pool_wants_refill(DistseqSeq *seq)
 /*
  * Put a fresh block for this backend into *block.  Waits, interruptibly and
  * for at most distseq.refill_timeout, while the pool is empty and a refill
- * is under way; never reserves anything itself.
+ * is under way; never reserves anything itself.  Returns false when the
+ * entry no longer carries the sequence (relid, gen) of our database: it was
+ * taken over, or the sequence dropped.
  */
-void
-distseq_pool_next_block(DistseqSeq *seq, uint64 gen, int64 after,
+bool
+distseq_pool_next_block(DistseqSeq *seq, Oid relid, uint64 gen, int64 after,
 						DistseqBlock *block)
 {
 	TimestampTz start = 0;
@@ -144,13 +146,15 @@ distseq_pool_next_block(DistseqSeq *seq, uint64 gen, int64 after,
 		long		elapsed_ms;
 
 		LWLockAcquire(seq->lock, LW_EXCLUSIVE);
-		if (pg_atomic_read_u64(&seq->gen) != gen)
+		if (!distseq_seq_is(seq, MyDatabaseId, relid, gen))
 		{
 			LWLockRelease(seq->lock);
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("distseq sequence was dropped while in use")));
+			if (sleeping)
+				ConditionVariableCancelSleep();
+			return false;
 		}
+		/* in use again: not to be taken over (shmem.c) */
+		seq->park_state = DISTSEQ_PARK_ACTIVE;
 		got = pool_cut(seq, after, block);
 		if (pool_wants_refill(seq))
 		{
@@ -164,6 +168,7 @@ distseq_pool_next_block(DistseqSeq *seq, uint64 gen, int64 after,
 		{
 			block->relid = seq->relid;
 			block->gen = gen;
+			seq->last_used = pg_atomic_fetch_add_u64(&Distseq->clock, 1);
 			if (sleeping)
 				seq->wait_ms += (double) (GetCurrentTimestamp() - start) / 1000.0;
 			LWLockRelease(seq->lock);
@@ -171,7 +176,7 @@ distseq_pool_next_block(DistseqSeq *seq, uint64 gen, int64 after,
 				ConditionVariableCancelSleep();
 			if (wake)
 				distseq_worker_wake(seq->dboid);
-			return;
+			return true;
 		}
 
 		if (seq->exhausted && !seq->refill_pending)
@@ -260,6 +265,7 @@ distseq_pool_return_block(DistseqSeq *seq, DistseqBlock *block)
 	LWLockAcquire(seq->lock, LW_EXCLUSIVE);
 	if (distseq_seq_is(seq, MyDatabaseId, block->relid, block->gen))
 	{
+		seq->park_state = DISTSEQ_PARK_ACTIVE;
 		seq->issued -= RANGE_SIZE(r);
 		pool_add_fragment(seq, r);
 	}

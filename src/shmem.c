@@ -9,6 +9,16 @@
  * statement and call site at most (nextval.c caches the entry), never on
  * the hot path.
  *
+ * distseq.max_sequences bounds the sequences in use at once.  When a
+ * sequence needs an entry and none is free, the least recently used entry
+ * that no backend uses is asked for: its database's worker writes its pool
+ * and totals back and parks it (worker.c), and the asking backend takes it
+ * over.  Only a parked entry changes database, so no value is ever in two
+ * places: the catalog has the pool back before the entry is reused, and a
+ * block rest goes back only to the entry of its database, relation and
+ * generation (pool.c).  Sessions that cached the entry see its new
+ * identity and attach again (nextval.c).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -16,7 +26,10 @@
 #include "distseq.h"
 #include "compat.h"
 
+#include "access/xact.h"
+#include "commands/dbcommands.h"
 #include "miscadmin.h"
+#include "pgstat.h"
 #include "storage/ipc.h"
 #include "storage/lock.h"
 #include "storage/shmem.h"
@@ -96,6 +109,10 @@ distseq_shmem_startup(void)
 			   mul_size(mul_size(MaxBackends, distseq_max_sequences),
 						sizeof(DistseqBlock)));
 		Distseq->lock = &locks[0].lock;
+		pg_atomic_init_u64(&Distseq->clock, 1);
+		ConditionVariableInit(&Distseq->entry_cv);
+		for (int i = 0; i < distseq_max_sequences; i++)
+			ConditionVariableInit(&Distseq->workers[i].agent_cv);
 		for (int i = 0; i < distseq_max_sequences; i++)
 		{
 			DistseqSeq *seq = &Distseq->seqs[i];
@@ -186,57 +203,13 @@ seq_free_locked(DistseqSeq *seq)
 }
 
 /*
- * Find or set up the entry of a sequence of the current database.  Entries
- * whose backing relation no longer exists (dropped with DROP SEQUENCE) are
- * recycled when the table is full.
+ * Give a taken entry its new identity.  Caller holds Distseq->lock
+ * exclusively and seq->lock.
  */
-DistseqSeq *
-distseq_seq_attach(Oid relid, uint64 gen, const char *name,
-				   const DistseqDef *def)
+static void
+seq_setup_locked(DistseqSeq *seq, Oid relid, uint64 gen, const char *name,
+				 const DistseqDef *def)
 {
-	DistseqSeq *seq;
-	DistseqSeq *free_seq = NULL;
-
-	seq = distseq_seq_find(MyDatabaseId, relid, gen);
-	if (seq)
-		return seq;
-
-	LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
-	seq = seq_find_locked(MyDatabaseId, relid, gen);
-	if (seq)
-	{
-		LWLockRelease(Distseq->lock);
-		return seq;
-	}
-
-	for (int i = 0; i < distseq_max_sequences && free_seq == NULL; i++)
-	{
-		if (pg_atomic_read_u64(&Distseq->seqs[i].gen) == 0)
-			free_seq = &Distseq->seqs[i];
-	}
-	for (int i = 0; i < distseq_max_sequences && free_seq == NULL; i++)
-	{
-		DistseqSeq *old = &Distseq->seqs[i];
-
-		if (old->dboid == MyDatabaseId &&
-			!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(old->relid)))
-		{
-			seq_free_locked(old);
-			free_seq = old;
-		}
-	}
-	if (free_seq == NULL)
-	{
-		LWLockRelease(Distseq->lock);
-		ereport(ERROR,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("too many distseq sequences in use"),
-				 errdetail("distseq.max_sequences is %d.", distseq_max_sequences),
-				 errhint("Increase distseq.max_sequences and restart the server.")));
-	}
-
-	seq = free_seq;
-	LWLockAcquire(seq->lock, LW_EXCLUSIVE);
 	seq->dboid = MyDatabaseId;
 	seq->relid = relid;
 	strlcpy(seq->name, name, NAMEDATALEN);
@@ -253,6 +226,9 @@ distseq_seq_attach(Oid relid, uint64 gen, const char *name,
 	seq->refill_pending = false;
 	seq->exhausted = false;
 	seq->accounted = false;
+	seq->park_state = DISTSEQ_PARK_ACTIVE;
+	seq->park_requested = false;
+	seq->last_used = pg_atomic_fetch_add_u64(&Distseq->clock, 1);
 	seq->failures = 0;
 	seq->last_error[0] = '\0';
 	seq->issued = -1;			/* read from the catalog by the worker */
@@ -263,10 +239,264 @@ distseq_seq_attach(Oid relid, uint64 gen, const char *name,
 	/* we hold a lock on the relation: nobody is dropping it */
 	pg_atomic_write_u32(&seq->drop_state, 0);
 	pg_atomic_write_u64(&seq->gen, gen);
-	LWLockRelease(seq->lock);
+}
 
-	LWLockRelease(Distseq->lock);
+/*
+ * Does a backend still use the entry that carries generation gen: hold a
+ * block of it with values left, or run a transaction that used it without
+ * a lock (inuse.c), which a drop of its relation must find?  Caller holds
+ * seq->lock, so no block of it is being cut.  Blocks and marks are read
+ * without their owners' help: a stale one only makes the entry look busier.
+ */
+bool
+distseq_seq_held(DistseqSeq *seq, uint64 gen)
+{
+	int			i = seq_index(seq);
+
+	for (int b = 0; b < MaxBackends; b++)
+	{
+		DistseqBlock *blk = &Distseq->blocks[b * distseq_max_sequences + i];
+		LocalTransactionId lxid;
+
+		if (Distseq->backends[b].dboid != seq->dboid)
+			continue;
+		if (blk->gen == gen && blk->relid == seq->relid && blk->next < blk->end)
+			return true;
+		lxid = blk->user_xact;
+		if (LocalTransactionIdIsValid(lxid) && lxid == distseq_slot_lxid(b))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Take a parked entry from whatever sequence it carries.  Caller holds
+ * Distseq->lock exclusively and seq->lock.  Its identity goes first, then
+ * the backends are looked at: one that marks the entry as used (inuse.c)
+ * writes its mark before it reads the identity, so either we see the mark
+ * and leave the entry as it was, or it sees the entry gone and takes the
+ * relation's lock instead.
+ */
+static bool
+seq_take_parked(DistseqSeq *seq)
+{
+	uint64		gen = pg_atomic_read_u64(&seq->gen);
+
+	if (gen == 0)
+		return true;
+	if (seq->park_state != DISTSEQ_PARK_PARKED || seq->refill_pending ||
+		pg_atomic_read_u32(&seq->drop_state) != 0)
+		return false;
+	pg_atomic_write_u64(&seq->gen, 0);
+	pg_memory_barrier();
+	if (distseq_seq_held(seq, gen))
+	{
+		pg_atomic_write_u64(&seq->gen, gen);
+		return false;
+	}
+	return true;
+}
+
+/* qsort: least recently used first */
+static int
+seq_lru_cmp(const void *a, const void *b)
+{
+	const DistseqSeq *sa = *(DistseqSeq *const *) a;
+	const DistseqSeq *sb = *(DistseqSeq *const *) b;
+
+	if (sa->last_used != sb->last_used)
+		return sa->last_used < sb->last_used ? -1 : 1;
+	return 0;
+}
+
+/*
+ * An entry for a new sequence: a free one, one of a relation dropped in our
+ * database, or the least recently used parked one, taken with seq->lock
+ * held (the caller sets it up and releases it).  Caller holds Distseq->lock
+ * exclusively.  When there is none, the least recently used entry that no
+ * backend uses is asked to be parked (unless "more" is false and one is
+ * asked already), and *ask set to the database whose worker does that (or
+ * to one already asked, still at it); *ask stays invalid when every entry
+ * is in use.
+ */
+static DistseqSeq *
+seq_take_locked(Oid *ask, bool more)
+{
+	DistseqSeq **parked;
+	DistseqSeq *idle = NULL;
+	int			nparked = 0;
+
+	for (int i = 0; i < distseq_max_sequences; i++)
+	{
+		DistseqSeq *seq = &Distseq->seqs[i];
+
+		if (pg_atomic_read_u64(&seq->gen) == 0)
+		{
+			LWLockAcquire(seq->lock, LW_EXCLUSIVE);
+			return seq;
+		}
+	}
+	for (int i = 0; i < distseq_max_sequences; i++)
+	{
+		DistseqSeq *old = &Distseq->seqs[i];
+
+		if (old->dboid == MyDatabaseId &&
+			!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(old->relid)))
+		{
+			seq_free_locked(old);
+			LWLockAcquire(old->lock, LW_EXCLUSIVE);
+			return old;
+		}
+	}
+
+	parked = palloc(sizeof(DistseqSeq *) * distseq_max_sequences);
+	for (int i = 0; i < distseq_max_sequences; i++)
+	{
+		DistseqSeq *seq = &Distseq->seqs[i];
+
+		if (seq->park_state == DISTSEQ_PARK_PARKED)
+			parked[nparked++] = seq;
+	}
+	qsort(parked, nparked, sizeof(DistseqSeq *), seq_lru_cmp);
+	for (int i = 0; i < nparked; i++)
+	{
+		DistseqSeq *seq = parked[i];
+
+		LWLockAcquire(seq->lock, LW_EXCLUSIVE);
+		if (seq_take_parked(seq))
+		{
+			pfree(parked);
+			return seq;
+		}
+		LWLockRelease(seq->lock);
+	}
+	pfree(parked);
+
+	*ask = InvalidOid;
+	for (int i = 0; i < distseq_max_sequences; i++)
+	{
+		DistseqSeq *seq = &Distseq->seqs[i];
+		uint64		gen;
+
+		LWLockAcquire(seq->lock, LW_SHARED);
+		gen = pg_atomic_read_u64(&seq->gen);
+		if (seq->park_requested || seq->park_state == DISTSEQ_PARK_WRITING)
+			*ask = seq->dboid;
+		else if (gen != 0 && !seq->refill_pending &&
+				 pg_atomic_read_u32(&seq->drop_state) == 0 &&
+				 (idle == NULL || seq->last_used < idle->last_used) &&
+				 !distseq_seq_held(seq, gen))
+			idle = seq;
+		LWLockRelease(seq->lock);
+	}
+	if (idle != NULL && (more || !OidIsValid(*ask)))
+	{
+		LWLockAcquire(idle->lock, LW_EXCLUSIVE);
+		idle->park_requested = true;
+		*ask = idle->dboid;
+		LWLockRelease(idle->lock);
+	}
+	return NULL;
+}
+
+/*
+ * Find or set up the entry of a sequence of the current database.  When
+ * every entry is taken, one that no backend uses -- the least recently used
+ * -- is written back by its database's worker and taken over; this waits
+ * for that, up to distseq.refill_timeout.
+ */
+DistseqSeq *
+distseq_seq_attach(Oid relid, uint64 gen, const char *name,
+				   const DistseqDef *def)
+{
+	DistseqSeq *seq;
+	TimestampTz start = 0;
+	bool		sleeping = false;
+
+	seq = distseq_seq_find(MyDatabaseId, relid, gen);
+	if (seq)
+		return seq;
+
+	for (;;)
+	{
+		Oid			ask = InvalidOid;
+		long		elapsed_ms;
+
+		LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
+		seq = seq_find_locked(MyDatabaseId, relid, gen);
+		if (seq)
+		{
+			LWLockRelease(Distseq->lock);
+			break;
+		}
+		/* one more entry asked for per caller, not per look */
+		seq = seq_take_locked(&ask, !sleeping);
+		if (seq)
+		{
+			seq_setup_locked(seq, relid, gen, name, def);
+			LWLockRelease(seq->lock);
+			LWLockRelease(Distseq->lock);
+			break;
+		}
+		LWLockRelease(Distseq->lock);
+
+		if (!OidIsValid(ask))
+		{
+			char	   *dbname = distseq_database_name(MyDatabaseId);
+
+			if (sleeping)
+				ConditionVariableCancelSleep();
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("too many distseq sequences in use"),
+					 errdetail("Sequence \"%s\" of database \"%s\" needs an entry, and sessions hold blocks of the sequences in all %d (distseq.max_sequences).",
+							   name, dbname, distseq_max_sequences),
+					 errhint("Increase distseq.max_sequences and restart the server, or end sessions that hold blocks of sequences they no longer use.")));
+		}
+		distseq_worker_wake(ask);
+
+		if (!sleeping)
+		{
+			/* prepare first, then look again, so no broadcast is missed */
+			ConditionVariablePrepareToSleep(&Distseq->entry_cv);
+			start = GetCurrentTimestamp();
+			sleeping = true;
+			continue;
+		}
+		elapsed_ms = (long) ((GetCurrentTimestamp() - start) / 1000);
+		if (elapsed_ms >= distseq_refill_timeout)
+		{
+			char	   *dbname = distseq_database_name(MyDatabaseId);
+			char	   *owner = distseq_database_name(ask);
+
+			ConditionVariableCancelSleep();
+			ereport(ERROR,
+					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+					 errmsg("timed out waiting for a distseq entry for sequence \"%s\" of database \"%s\"",
+							name, dbname),
+					 errdetail("All %d entries (distseq.max_sequences) are in use, and the worker of database \"%s\" did not write one back within distseq.refill_timeout (%d ms).",
+							   distseq_max_sequences, owner, distseq_refill_timeout),
+					 errhint("Check the server log for errors of the distseq worker, or increase distseq.max_sequences.")));
+		}
+		(void) ConditionVariableTimedSleep(&Distseq->entry_cv,
+										   Min(distseq_refill_timeout - elapsed_ms, 100),
+										   PG_WAIT_EXTENSION);
+	}
+	if (sleeping)
+		ConditionVariableCancelSleep();
 	return seq;
+}
+
+/*
+ * The name of a database for a message: in a transaction it can be looked
+ * up; otherwise, or once it is gone, its OID has to do.
+ */
+char *
+distseq_database_name(Oid dboid)
+{
+	char	   *name = IsTransactionState() ? get_database_name(dboid) : NULL;
+
+	return name ? name : psprintf("%u", dboid);
 }
 
 /*

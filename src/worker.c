@@ -24,6 +24,14 @@
  * a while (remote.c): a hung one costs only its own sequence, a timeout now
  * and then.
  *
+ * A worker with no work for distseq.worker_idle_timeout (and no peers, for
+ * which the agent runs on a timer) writes every pool back and exits for
+ * good; the next session that needs a refill starts a new one.  It checks
+ * for pending refills under the global lock before it gives up its slot,
+ * and a session sets its refill pending before it looks for the worker
+ * under that lock: one of the two sees the other.  The worker also writes
+ * back and parks the entries another sequence asked for (shmem.c).
+ *
  * When it is told to stop (SIGTERM, server shutdown), the worker first lets
  * exiting backends hand their blocks back, then writes every pool of its
  * database back to the catalog, so that a clean restart skips no value.  A
@@ -98,6 +106,10 @@ static bool serving_meanwhile = false;	/* serving while it waits */
 static List *remote_deferred = NIL; /* refills put off meanwhile */
 static bool serve_again = false;	/* some were put off: serve before sleeping */
 
+static TimestampTz last_work = 0;	/* for distseq.worker_idle_timeout */
+static bool has_peers = true;	/* the agent has work on a timer */
+static bool left_idle = false;	/* our slot is no longer ours */
+
 static bool worker_agent_pass(void);
 static void worker_serve(void);
 static void worker_defer(DistseqSeq *seq);
@@ -133,7 +145,7 @@ worker_poke(DistseqDbWorker *w)
 		SetLatch(w->latch);
 }
 
-static void
+static bool
 worker_register(Oid dboid)
 {
 	BackgroundWorker bgw;
@@ -149,11 +161,38 @@ worker_register(Oid dboid)
 	bgw.bgw_main_arg = ObjectIdGetDatum(dboid);
 	bgw.bgw_notify_pid = 0;
 
-	if (!RegisterDynamicBackgroundWorker(&bgw, NULL))
-		ereport(ERROR,
-				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-				 errmsg("could not start the distseq worker for database %u", dboid),
-				 errhint("Increase max_worker_processes.")));
+	return RegisterDynamicBackgroundWorker(&bgw, NULL);
+}
+
+/*
+ * The worker slot of a database, set up if it has none: a free slot, or
+ * one left by a database whose worker exited and that nothing waits on.
+ * NULL when every slot belongs to a database with a worker.  Caller holds
+ * Distseq->lock exclusively.
+ */
+static DistseqDbWorker *
+worker_slot(Oid dboid)
+{
+	DistseqDbWorker *w = worker_find(dboid);
+
+	if (w != NULL)
+		return w;
+	for (int i = 0; i < distseq_max_sequences && w == NULL; i++)
+	{
+		DistseqDbWorker *old = &Distseq->workers[i];
+
+		if (old->dboid == InvalidOid ||
+			(!old->registered && old->pid == 0 && old->dropper == 0 &&
+			 old->change_op == 0 && old->agent_done >= old->agent_requested &&
+			 old->change_done >= old->change_requested))
+			w = old;
+	}
+	if (w == NULL)
+		return NULL;
+	memset((char *) w + offsetof(DistseqDbWorker, dboid), 0,
+		   sizeof(DistseqDbWorker) - offsetof(DistseqDbWorker, dboid));
+	w->dboid = dboid;
+	return w;
 }
 
 /*
@@ -164,42 +203,40 @@ void
 distseq_worker_wake(Oid dboid)
 {
 	DistseqDbWorker *w;
+	bool		started = true;
 
 	LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
-	w = worker_find(dboid);
-	if (w == NULL)
-	{
-		w = worker_find(InvalidOid);
-		if (w == NULL)
-		{
-			LWLockRelease(Distseq->lock);
-			ereport(ERROR,
-					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-					 errmsg("too many databases use distseq"),
-					 errhint("Increase distseq.max_sequences and restart the server.")));
-		}
-		memset(w, 0, sizeof(DistseqDbWorker));
-		w->dboid = dboid;
-		ConditionVariableInit(&w->agent_cv);
-	}
-	if (w->latch)
+	w = worker_slot(dboid);
+	if (w != NULL && w->latch)
 		worker_poke(w);
-	else if (!w->registered)
+	else if (w != NULL && !w->registered)
 	{
-		/* registered before the attempt: a failure leaves it to the next caller */
-		PG_TRY();
-		{
-			worker_register(dboid);
-			w->registered = true;
-		}
-		PG_FINALLY();
-		{
-			LWLockRelease(Distseq->lock);
-		}
-		PG_END_TRY();
-		return;
+		/* if it fails, the next caller tries again */
+		started = worker_register(dboid);
+		w->registered = started;
 	}
 	LWLockRelease(Distseq->lock);
+
+	if (w == NULL)
+	{
+		char	   *name = distseq_database_name(dboid);
+
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("could not start a distseq worker for database \"%s\"", name),
+				 errdetail("Each of the %d worker slots (distseq.max_sequences) serves a database whose worker runs.",
+						   distseq_max_sequences),
+				 errhint("Increase distseq.max_sequences and restart the server.")));
+	}
+	if (!started)
+	{
+		char	   *name = distseq_database_name(dboid);
+
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("could not start the distseq worker for database \"%s\"", name),
+				 errhint("Increase max_worker_processes.")));
+	}
 }
 
 /* Is the worker of a database connected to it? */
@@ -280,8 +317,13 @@ distseq_worker_drop_database(Oid dboid)
 	}
 	dropping_db = dboid;
 
+	/*
+	 * A database whose worker left when idle gets a slot too: a worker
+	 * started meanwhile (to write an entry back for another database) waits
+	 * for the drop to end, not connected.
+	 */
 	LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
-	w = worker_find(dboid);
+	w = worker_slot(dboid);
 	if (w != NULL)
 	{
 		w->dropper = MyProcPid;
@@ -333,6 +375,8 @@ distseq_worker_stopping(void)
 static void
 worker_detach(int code, Datum arg)
 {
+	if (left_idle)
+		return;
 	LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
 	my_worker->pid = 0;
 	my_worker->latch = NULL;
@@ -873,10 +917,15 @@ worker_refill(DistseqSeq *seq)
 	cxt = remote_waiting ? nested_cxt : top_cxt;
 	MemoryContextReset(cxt);
 
+	last_work = GetCurrentTimestamp();
 	LWLockAcquire(seq->lock, LW_SHARED);
 	gen = pg_atomic_read_u64(&seq->gen);
 	relid = seq->relid;
+	if (seq->dboid != MyDatabaseId)
+		gen = 0;
 	LWLockRelease(seq->lock);
+	if (gen == 0)
+		return;
 	if (!worker_sources(seq, relid, gen, cxt, &src))
 		return;
 	if (src.sources != NIL && remote_waiting)
@@ -886,7 +935,7 @@ worker_refill(DistseqSeq *seq)
 	}
 
 	LWLockAcquire(seq->lock, LW_EXCLUSIVE);
-	if (pg_atomic_read_u64(&seq->gen) != gen)
+	if (!distseq_seq_is(seq, MyDatabaseId, relid, gen))
 	{
 		/* dropped meanwhile: the entry may serve another sequence now */
 		LWLockRelease(seq->lock);
@@ -910,7 +959,7 @@ worker_refill(DistseqSeq *seq)
 		return;
 
 	LWLockAcquire(seq->lock, LW_EXCLUSIVE);
-	if (pg_atomic_read_u64(&seq->gen) == gen && seq->dboid == MyDatabaseId)
+	if (distseq_seq_is(seq, MyDatabaseId, relid, gen))
 	{
 		if (account)
 		{
@@ -1037,6 +1086,19 @@ worker_wait(Oid dboid, DistseqDbWorker *w, long timeout_ms,
 		bool		done;
 
 		LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
+		/* an idle slot may go to another database if all slots are taken */
+		if (w->dboid != dboid)
+		{
+			char	   *name;
+
+			LWLockRelease(Distseq->lock);
+			ConditionVariableCancelSleep();
+			name = distseq_database_name(dboid);
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("the distseq worker of database \"%s\" went away", name),
+					 errhint("Try again.")));
+		}
 		done = ready(w, arg);
 		LWLockRelease(Distseq->lock);
 		if (done)
@@ -1087,9 +1149,13 @@ distseq_worker_agent_pass(Oid dboid)
 	distseq_worker_wake(dboid);
 	LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
 	w = worker_find(dboid);
+	if (w == NULL)
+		elog(ERROR, "distseq worker slot of database %u is gone", dboid);
 	aw.ticket = ++w->agent_requested;
 	worker_poke(w);
 	LWLockRelease(Distseq->lock);
+	/* it may have left, idle, since it was woken: it stays for a request */
+	distseq_worker_wake(dboid);
 
 	worker_wait(dboid, w, Max(distseq_refill_timeout, distseq_remote_timeout * 10),
 				agent_pass_done, &aw, _("timed out waiting for the distseq agent"),
@@ -1125,6 +1191,7 @@ worker_change_pass(void)
 	if (op == 0)
 		return;
 
+	last_work = GetCurrentTimestamp();
 	pgstat_report_activity(STATE_RUNNING, "distseq membership change");
 	PG_TRY();
 	{
@@ -1218,6 +1285,8 @@ distseq_worker_change(Oid dboid, char op, const char *server_name, Oid userid)
 	LWLockAcquire(Distseq->lock, LW_SHARED);
 	w = worker_find(dboid);
 	LWLockRelease(Distseq->lock);
+	if (w == NULL)
+		elog(ERROR, "distseq worker slot of database %u is gone", dboid);
 
 	/* a change talks to every member, twice */
 	worker_wait(dboid, w, Max(distseq_refill_timeout, distseq_remote_timeout * 20),
@@ -1263,6 +1332,7 @@ worker_maybe_run_agent(void)
 		AbortCurrentTransaction();
 	}
 	PG_END_TRY();
+	has_peers = peers;
 	if (peers)
 		(void) worker_agent_pass();
 }
@@ -1289,20 +1359,21 @@ worker_serve(void)
 }
 
 /*
- * Write ranges of one sequence back in a transaction of our own.  Returns
- * the number of values that could not go back.
+ * Write ranges of one sequence back, with its totals, in a transaction of
+ * our own.  *dropped is the number of values that could not go back;
+ * returns false if nothing was written.
  */
-static int64
+static bool
 worker_release(Oid relid, uint64 gen, DistseqRange *ranges, int nranges,
-			   int64 issued, int64 lost)
+			   int64 issued, int64 lost, int64 *dropped)
 {
-	volatile int64 dropped = 0;
+	volatile bool ok = true;
 
 	PG_TRY();
 	{
 		distseq_xact_begin();
-		dropped = distseq_catalog_release(relid, gen, ranges, nranges,
-										  issued, lost);
+		*dropped = distseq_catalog_release(relid, gen, ranges, nranges,
+										   issued, lost);
 		distseq_xact_commit();
 	}
 	PG_CATCH();
@@ -1310,53 +1381,138 @@ worker_release(Oid relid, uint64 gen, DistseqRange *ranges, int nranges,
 		EmitErrorReport();
 		FlushErrorState();
 		AbortCurrentTransaction();
-		dropped = 0;
+		ok = false;
+		*dropped = 0;
 		for (int r = 0; r < nranges; r++)
-			dropped += RANGE_SIZE(ranges[r]);
+			*dropped += RANGE_SIZE(ranges[r]);
 	}
 	PG_END_TRY();
-	return dropped;
+	return ok;
 }
 
-/* Write every pool of this database back to its windows */
+/*
+ * Write pools of this database back to their windows: every one ("all",
+ * when we exit), or those another sequence asked for (park_requested).
+ * An entry that no backend uses is parked as well: its totals are written
+ * too, and once that committed any database may take the entry (shmem.c).
+ * Any use in between makes it active again, and it is not parked.
+ */
 static void
-worker_write_back(void)
+worker_write_back(bool all)
 {
+	bool		parked_any = false;
+
 	for (int i = 0; i < distseq_max_sequences; i++)
 	{
 		DistseqSeq *seq = &Distseq->seqs[i];
 		DistseqRange ranges[DISTSEQ_MAX_FRAGMENTS + 2];
 		int			nranges = 0;
-		Oid			relid = InvalidOid;
+		Oid			relid;
 		uint64		gen;
 		int64		issued = 0;
 		int64		lost = 0;
-		int64		dropped;
+		int64		dropped = 0;
+		bool		park;
+		bool		accounted;
+		bool		ok = true;
 
+		if (!all && !seq->park_requested)
+			continue;
 		LWLockAcquire(seq->lock, LW_EXCLUSIVE);
 		gen = pg_atomic_read_u64(&seq->gen);
-		if (gen != 0 && seq->dboid == MyDatabaseId && seq->accounted)
+		if (gen == 0 || seq->dboid != MyDatabaseId ||
+			!(all || seq->park_requested) ||
+			seq->park_state != DISTSEQ_PARK_ACTIVE)
+		{
+			LWLockRelease(seq->lock);
+			continue;
+		}
+		seq->park_requested = false;
+		park = !seq->refill_pending &&
+			pg_atomic_read_u32(&seq->drop_state) == 0 &&
+			!distseq_seq_held(seq, gen);
+		accounted = seq->accounted;
+		if (accounted)
 		{
 			distseq_pool_take_all(seq, ranges, &nranges);
-			relid = seq->relid;
 			issued = seq->issued;
 			lost = seq->lost;
 		}
+		relid = seq->relid;
+		if (park)
+			seq->park_state = DISTSEQ_PARK_WRITING;
 		LWLockRelease(seq->lock);
-		if (nranges == 0)
-			continue;
 
-		dropped = worker_release(relid, gen, ranges, nranges, issued, lost);
+		if (nranges > 0 || (park && accounted))
+			ok = worker_release(relid, gen, ranges, nranges, issued, lost,
+								&dropped);
 
 		LWLockAcquire(seq->lock, LW_EXCLUSIVE);
-		if (pg_atomic_read_u64(&seq->gen) == gen)
+		if (distseq_seq_is(seq, MyDatabaseId, relid, gen))
 		{
 			seq->lost += dropped;
 			/* values went back: the next refill may find some */
-			seq->exhausted = false;
+			if (nranges > 0)
+				seq->exhausted = false;
+			if (seq->park_state == DISTSEQ_PARK_WRITING)
+			{
+				seq->park_state = ok ? DISTSEQ_PARK_PARKED : DISTSEQ_PARK_ACTIVE;
+				parked_any = parked_any || ok;
+			}
 		}
 		LWLockRelease(seq->lock);
 	}
+	if (parked_any)
+		ConditionVariableBroadcast(&Distseq->entry_cv);
+}
+
+/*
+ * No work came for distseq.worker_idle_timeout: write everything back and
+ * exit for good, unless something came in meanwhile.  A session that asks
+ * for a refill after we checked finds our slot without a worker, and
+ * starts a new one.
+ */
+static void
+worker_leave_if_idle(void)
+{
+	bool		busy;
+
+	if (distseq_worker_idle_timeout <= 0 || has_peers ||
+		!TimestampDifferenceExceeds(last_work, GetCurrentTimestamp(),
+									distseq_worker_idle_timeout))
+		return;
+	worker_write_back(true);
+
+	LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
+	busy = my_worker->agent_requested > my_worker->agent_done ||
+		my_worker->change_op != 0 || my_worker->dropper != 0 ||
+		my_worker->stop;
+	for (int i = 0; i < distseq_max_sequences && !busy; i++)
+	{
+		DistseqSeq *seq = &Distseq->seqs[i];
+
+		LWLockAcquire(seq->lock, LW_SHARED);
+		busy = pg_atomic_read_u64(&seq->gen) != 0 &&
+			seq->dboid == MyDatabaseId &&
+			(seq->refill_pending || seq->park_requested);
+		LWLockRelease(seq->lock);
+	}
+	if (busy)
+	{
+		LWLockRelease(Distseq->lock);
+		last_work = GetCurrentTimestamp();
+		return;
+	}
+	my_worker->registered = false;
+	my_worker->pid = 0;
+	my_worker->latch = NULL;
+	left_idle = true;
+	LWLockRelease(Distseq->lock);
+	ereport(DEBUG1,
+			(errmsg("distseq worker exits: no work for %d ms",
+					distseq_worker_idle_timeout)));
+	/* exit code 0: the postmaster does not start us again */
+	proc_exit(0);
 }
 
 /*
@@ -1478,6 +1634,7 @@ distseq_worker_main(Datum main_arg)
 	SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
 	pgstat_report_appname("distseq worker");
 
+	last_work = GetCurrentTimestamp();
 	for (;;)
 	{
 		bool		asked;
@@ -1493,9 +1650,14 @@ distseq_worker_main(Datum main_arg)
 		asked = my_worker->agent_requested > my_worker->agent_done;
 		LWLockRelease(Distseq->lock);
 		if (asked)
+		{
+			last_work = GetCurrentTimestamp();
 			(void) worker_agent_pass();
+		}
 		else
 			worker_maybe_run_agent();
+		/* entries another sequence asked for */
+		worker_write_back(false);
 
 		/*
 		 * The database is being dropped: leave it as it is.  The postmaster
@@ -1515,6 +1677,7 @@ distseq_worker_main(Datum main_arg)
 			serve_again = false;
 			continue;
 		}
+		worker_leave_if_idle();
 
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 1000L, PG_WAIT_EXTENSION);
@@ -1530,7 +1693,7 @@ distseq_worker_main(Datum main_arg)
 	}
 
 	worker_wait_for_backends();
-	worker_write_back();
+	worker_write_back(true);
 
 	/* exit code 1: the postmaster starts us again unless it is shutting down */
 	proc_exit(1);
