@@ -57,7 +57,7 @@ draw_far('with statement_timeout = 0 set for its role there');
 my $holder = IPC::Run::start(
 	[
 		'psql', '-XAtq', '-d', $a->connstr('postgres'), '-c',
-		'BEGIN; SELECT count(*) FROM distseq.distseq_sequences FOR UPDATE; SELECT pg_sleep(8); COMMIT'
+		'BEGIN; SELECT 1 FROM distseq.distseq_sequences FOR UPDATE; SELECT pg_sleep(8); COMMIT'
 	],
 	'>', '/dev/null', '2>', '/dev/null');
 $a->poll_query_until('postgres',
