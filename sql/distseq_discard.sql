@@ -65,7 +65,41 @@ INSERT INTO dc_got SELECT distseq_nextval('dc_seq') FROM generate_series(1, 25);
 SELECT count(*), count(DISTINCT v) FROM dc_got;
 DEALLOCATE dc_draw;
 
+-- in a function, as natively: DISCARD ALL refuses and leaves currval,
+-- DISCARD SEQUENCES forgets it, even in a subtransaction rolled back
+CREATE FUNCTION dc_discard(what text) RETURNS void
+LANGUAGE plpgsql AS $$ BEGIN EXECUTE 'DISCARD ' || what; END $$;
+SELECT dc_discard('ALL');
+SELECT * FROM dc_currvals();
+SELECT dc_discard('SEQUENCES');
+SELECT * FROM dc_currvals();
+SELECT nextval('dc_native') > 0 AS native, distseq_nextval('dc_seq') > 0 AS distseq;
+DO $$
+BEGIN
+	BEGIN
+		DISCARD SEQUENCES;
+		RAISE EXCEPTION 'undo';
+	EXCEPTION WHEN raise_exception THEN
+		NULL;
+	END;
+END
+$$;
+SELECT * FROM dc_currvals();
+
+-- RESET ALL and SET SESSION AUTHORIZATION (what poolers send besides)
+-- keep it, and a role without the right may not read it
+SELECT nextval('dc_native') > 0 AS native, distseq_nextval('dc_seq') > 0 AS distseq;
+RESET ALL;
+SELECT * FROM dc_currvals();
+CREATE ROLE regress_dc_other;
+SET SESSION AUTHORIZATION regress_dc_other;
+SELECT * FROM dc_currvals();
+RESET SESSION AUTHORIZATION;
+SELECT * FROM dc_currvals();
+DROP ROLE regress_dc_other;
+
 DROP TABLE dc_got;
+DROP FUNCTION dc_discard(text);
 DROP FUNCTION dc_currvals();
 DROP SEQUENCE dc_native;
 SELECT distseq_drop('dc_seq');

@@ -924,13 +924,30 @@ remote_lookup_schema(RemoteConn *rc)
 }
 
 /*
- * Close the connections that may not serve again, whoever's they are:
- * those marked by a change of their server, mapping or role (a dropped
- * mapping's is never asked for again, and would stay open on the peer until
- * this process exits), those broken, and those an error or a cancel left
- * in the middle of a command or in a transaction.  Between commands, so
- * none is in use but the one call in flight; entries stay (a caller of
- * distseq_remote_lookup() may hold one until it opens it).
+ * May a kept connection serve the next command?  Not if its server, mapping
+ * or role changed, nor if an error or a cancel left it in the middle of a
+ * command or in a transaction, nor if the peer closed its end meanwhile: a
+ * peer that restarted, or ended the idle session (idle_session_timeout, a
+ * pooler), sent its FATAL message and closed.  What it sent is read first,
+ * without waiting (the socket is non-blocking), so that libpq sees the end:
+ * a command sent there would fail as if the peer did not answer, and the
+ * peer, which answers on a new connection, would rest.
+ */
+static bool
+remote_usable(RemoteConn *rc)
+{
+	if (rc->invalidated || PQstatus(rc->conn) != CONNECTION_OK ||
+		PQtransactionStatus(rc->conn) != PQTRANS_IDLE)
+		return false;
+	return PQconsumeInput(rc->conn) && PQstatus(rc->conn) == CONNECTION_OK;
+}
+
+/*
+ * Close the connections that may not serve again, whoever's they are (a
+ * dropped mapping's is never asked for again, and would stay open on the
+ * peer until this process exits).  Between commands, so none is in use but
+ * the one call in flight; entries stay (a caller of distseq_remote_lookup()
+ * may hold one until it opens it).
  */
 static void
 remote_close_unusable(void)
@@ -944,9 +961,7 @@ remote_close_unusable(void)
 		/* the one call in flight, while the worker serves other refills */
 		if (rc->busy)
 			continue;
-		if (rc->conn &&
-			(rc->invalidated || PQstatus(rc->conn) != CONNECTION_OK ||
-			 PQtransactionStatus(rc->conn) != PQTRANS_IDLE))
+		if (rc->conn && !remote_usable(rc))
 			remote_drop(rc);
 	}
 }
@@ -1004,9 +1019,7 @@ distseq_remote_lookup(Oid serverid, Oid userid)
 	 * waiting for it; a changed distseq.remote_timeout is set at connect.
 	 */
 	if (rc->conn &&
-		(rc->invalidated || PQstatus(rc->conn) != CONNECTION_OK ||
-		 PQtransactionStatus(rc->conn) != PQTRANS_IDLE ||
-		 rc->timeout != distseq_remote_timeout))
+		(!remote_usable(rc) || rc->timeout != distseq_remote_timeout))
 		remote_drop(rc);
 	if (rc->conn == NULL)
 	{

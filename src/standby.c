@@ -15,16 +15,20 @@
  * commit waits, and no lock is held while waiting.
  *
  * Waited for are the WAL senders of physical replication that are
- * streaming (or stopping) when the wait begins and have reported a flush
- * position -- as synchronous replication chooses among the standbys it
- * names: standbys, and pg_receivewal with a slot or --synchronous.  Not
+ * catching up, streaming or stopping when the wait begins and have
+ * reported a flush position: standbys, and pg_receivewal with a slot or
+ * --synchronous.  Unlike synchronous replication, which takes its standbys
+ * among those streaming, a standby still catching up counts: it is
+ * connected and may be promoted, and synchronous replication would make
+ * commits wait for a synchronous standby until one streams.  Not
  * logical subscribers (they can never take this server's place), nor
- * pg_basebackup's WAL stream (it reports no flush position), nor standbys
- * of standbys.  Each one's flush position is read under its spinlock, as
- * pg_stat_get_wal_senders() does, by polling: WAL senders wake only the
- * backends queued for synchronous replication.  A WAL sender that exits
- * before its standby acknowledged fails the wait at once; the timeout,
- * cancel and shutdown fail it too.  The values are then given up.
+ * pg_basebackup's WAL stream without a slot (it reports no flush
+ * position), nor standbys of standbys.  Each one's flush position is read
+ * under its spinlock, as pg_stat_get_wal_senders() does, by polling: WAL
+ * senders wake only the backends queued for synchronous replication.  A
+ * WAL sender that exits before its standby acknowledged fails the wait at
+ * once; the timeout, cancel and shutdown fail it too.  The values are then
+ * given up.
  *
  * A standby whose WAL sender has gone (after wal_sender_timeout, or at once
  * when the connection broke) is not waited for: it may lack reservations
@@ -93,8 +97,9 @@ sender_is_physical(pid_t pid)
 #endif
 
 /*
- * The WAL senders to wait for: of physical replication, streaming or
- * stopping, with a flush position, and not there yet.  Returns how many.
+ * The WAL senders to wait for: of physical replication, catching up,
+ * streaming or stopping, with a flush position, and not there yet.
+ * Returns how many.
  */
 static int
 senders_to_wait_for(XLogRecPtr lsn, AckSender *senders)
@@ -108,7 +113,8 @@ senders_to_wait_for(XLogRecPtr lsn, AckSender *senders)
 
 		SpinLockAcquire(&walsnd->mutex);
 		wait = walsnd->pid != 0 &&
-			(walsnd->state == WALSNDSTATE_STREAMING ||
+			(walsnd->state == WALSNDSTATE_CATCHUP ||
+			 walsnd->state == WALSNDSTATE_STREAMING ||
 			 walsnd->state == WALSNDSTATE_STOPPING) &&
 			!XLogRecPtrIsInvalid(walsnd->flush) && walsnd->flush < lsn;
 #if PG_VERSION_NUM >= 160000
