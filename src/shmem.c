@@ -255,6 +255,7 @@ distseq_seq_attach(Oid relid, uint64 gen, const char *name,
 	seq->accounted = false;
 	seq->failures = 0;
 	seq->last_error[0] = '\0';
+	seq->last_detail[0] = '\0';
 	seq->issued = -1;			/* read from the catalog by the worker */
 	seq->lost = -1;
 	seq->refills = 0;
