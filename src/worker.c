@@ -440,14 +440,18 @@ typedef struct LogRepeat
 } LogRepeat;
 
 static HTAB *log_repeats = NULL;
+static MemoryContext log_cxt = NULL;
+
+static void worker_log(const char *detail, const char *fmt,...) pg_attribute_printf(2, 3);
 
 static void
-worker_log(const char *message, const char *detail)
+worker_log(const char *detail, const char *fmt,...)
 {
 	TimestampTz now = GetCurrentTimestamp();
-	char	   *clean = distseq_clean_text(message, 1024);
-	uint64		key = hash_bytes_extended((const unsigned char *) clean,
-										  strlen(clean), 0);
+	MemoryContext oldcxt;
+	StringInfoData message;
+	char	   *clean;
+	uint64		key;
 	LogRepeat  *r = NULL;
 	int64		suppressed = 0;
 	bool		found;
@@ -460,7 +464,26 @@ worker_log(const char *message, const char *detail)
 		ctl.entrysize = sizeof(LogRepeat);
 		log_repeats = hash_create("distseq log repeats", 64, &ctl,
 								  HASH_ELEM | HASH_BLOBS);
+		log_cxt = AllocSetContextCreate(TopMemoryContext, "distseq log",
+										ALLOCSET_SMALL_SIZES);
 	}
+	oldcxt = MemoryContextSwitchTo(log_cxt);
+	initStringInfo(&message);
+	for (;;)
+	{
+		va_list		args;
+		int			needed;
+
+		va_start(args, fmt);
+		needed = appendStringInfoVA(&message, fmt, args);
+		va_end(args);
+		if (needed == 0)
+			break;
+		enlargeStringInfo(&message, needed);
+	}
+	clean = distseq_clean_text(message.data, 1024);
+	key = hash_bytes_extended((const unsigned char *) clean, strlen(clean), 0);
+
 	if (hash_get_num_entries(log_repeats) >= LOG_REPEAT_MAX &&
 		hash_search(log_repeats, &key, HASH_FIND, NULL) == NULL)
 	{
@@ -483,7 +506,8 @@ worker_log(const char *message, const char *detail)
 												 DISTSEQ_LOG_REPEAT_SECS * 1000))
 		{
 			r->suppressed++;
-			pfree(clean);
+			MemoryContextSwitchTo(oldcxt);
+			MemoryContextReset(log_cxt);
 			return;
 		}
 		suppressed = found ? r->suppressed : 0;
@@ -502,7 +526,8 @@ worker_log(const char *message, const char *detail)
 		ereport(LOG,
 				(errmsg_internal("%s", clean),
 				 detail ? errdetail_internal("%s", detail) : 0));
-	pfree(clean);
+	MemoryContextSwitchTo(oldcxt);
+	MemoryContextReset(log_cxt);
 }
 
 /*
@@ -629,8 +654,8 @@ worker_reserve(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
 	{
 		ErrorData  *edata = worker_catch(oldcxt);
 
-		worker_log(psprintf("distseq worker could not refill sequence with relation %u: %s",
-							relid, edata->message), edata->detail);
+		worker_log(edata->detail, "distseq worker could not refill sequence with relation %u: %s",
+				   relid, edata->message);
 		if (committed)
 			worker_reservation_lost(seq, gen, account, *r, *skipped);
 		worker_refill_failed(seq, gen, edata->message, edata->detail);
@@ -1092,6 +1117,7 @@ worker_refill(DistseqSeq *seq)
 static bool
 worker_agent_pass(const char *focus, ErrorData **focus_error)
 {
+	static MemoryContext failure_cxt = NULL;
 	MemoryContext oldcxt = CurrentMemoryContext;
 	volatile bool ok = true;
 	uint64		requested;
@@ -1101,6 +1127,11 @@ worker_agent_pass(const char *focus, ErrorData **focus_error)
 
 	if (focus_error)
 		*focus_error = NULL;
+	/* a failure of the whole pass lives until the next pass, as the others */
+	if (failure_cxt == NULL)
+		failure_cxt = AllocSetContextCreate(TopMemoryContext, "distseq agent failure",
+											ALLOCSET_SMALL_SIZES);
+	MemoryContextReset(failure_cxt);
 
 	LWLockAcquire(Distseq->lock, LW_SHARED);
 	requested = my_worker->agent_requested;
@@ -1117,7 +1148,7 @@ worker_agent_pass(const char *focus, ErrorData **focus_error)
 	PG_CATCH();
 	{
 		/* the pass failed as a whole: that is every sequence's reason */
-		ErrorData  *edata = worker_catch(oldcxt);
+		ErrorData  *edata = worker_catch(failure_cxt);
 		DistseqAgentFailure *f = palloc0(sizeof(DistseqAgentFailure));
 
 		f->error = edata;
@@ -1132,7 +1163,7 @@ worker_agent_pass(const char *focus, ErrorData **focus_error)
 	{
 		DistseqAgentFailure *f = list_nth(failed, i);
 
-		worker_log(psprintf("distseq agent: %s", f->error->message), f->error->detail);
+		worker_log(f->error->detail, "distseq agent: %s", f->error->message);
 		if (first == NULL)
 			first = f->error;
 		if (focus && focus_error && *focus_error == NULL &&
