@@ -1,5 +1,5 @@
 --
--- Shared memory is what README.md states: 64 bytes, plus 2120 bytes per
+-- Shared memory is what README.md states: 64 bytes, plus 2760 bytes per
 -- sequence entry (distseq.max_sequences of them), plus 8 + 40 bytes per
 -- sequence entry for each backend slot (MaxBackends of them).
 --
@@ -14,7 +14,7 @@ WITH settings AS (
 		   + current_setting('max_worker_processes')::bigint
 		   + current_setting('max_wal_senders')::bigint AS backends
 )
-SELECT a.size = 64 + 2120 * s.sequences + (8 + 40 * s.sequences) * s.backends
+SELECT a.size = 64 + 2760 * s.sequences + (8 + 40 * s.sequences) * s.backends
 		   AS as_documented,
 	   a.size < 1024 * 1024 AS under_a_megabyte
 FROM pg_shmem_allocations a, settings s

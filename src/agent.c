@@ -42,6 +42,12 @@
 
 #define AGENT_TRIES		5
 
+/*
+ * What a member's failure may add to an error: a hostile or broken peer
+ * must not fill the detail (and the log) with its text
+ */
+#define AGENT_MEMBER_ERROR_SIZE	256
+
 typedef struct Member
 {
 	int64		node_id;
@@ -74,19 +80,23 @@ member_exec(Member *m, const char *sql, int nparams, const char **params,
 			const char *columns)
 {
 	DistseqRemoteResult *res;
+	const char *why;
 
 	if (!m->reachable)
 		return NULL;
-	if (distseq_remote_resting(m->peer->serverid, NULL))
+	if (distseq_remote_resting(m->peer->serverid, &why))
 	{
 		m->reachable = false;
-		m->error = psprintf("%s: did not answer a moment ago", m->peer->name);
+		/* the reason it rests, for who wonders why it is not asked */
+		m->error = why[0] ? psprintf("%s (a moment ago)", why) :
+			psprintf("%s: did not answer a moment ago", m->peer->name);
 		return NULL;
 	}
 	if ((res = distseq_peer_exec(m->peer, sql, nparams, params, columns, 1,
 								 &m->error)) == NULL)
 	{
-		distseq_remote_rest(m->peer->serverid, NULL);
+		m->error = distseq_clean_text(m->error, AGENT_MEMBER_ERROR_SIZE);
+		distseq_remote_rest(m->peer->serverid, m->error);
 		m->reachable = false;
 	}
 	return res;
@@ -123,19 +133,34 @@ majority(DistseqNodeState *st)
 	return st->nmembers / 2 + 1;
 }
 
+/*
+ * No majority: say which members were reached and why each of the others
+ * was not, each reason cut to AGENT_MEMBER_ERROR_SIZE
+ */
 static void
 no_majority(AgentSeq *seq, DistseqNodeState *st, int got, Member *ms, int n)
 {
 	StringInfoData detail;
+	bool		first = true;
 
 	initStringInfo(&detail);
+	appendStringInfoString(&detail, "Reached: this node");
+	for (int i = 0; i < n; i++)
+	{
+		if (ms[i].reachable && ms[i].in_epoch)
+			appendStringInfo(&detail, ", %s", ms[i].peer->name);
+	}
 	for (int i = 0; i < n; i++)
 	{
 		if (!ms[i].reachable || !ms[i].in_epoch)
-			appendStringInfo(&detail, "%s%s: %s", detail.len ? "; " : "",
+		{
+			appendStringInfo(&detail, "%s%s: %s", first ? ". Not reached: " : "; ",
 							 ms[i].peer ? ms[i].peer->name : "?",
 							 !ms[i].reachable ? ms[i].error : "in another membership epoch");
+			first = false;
+		}
 	}
+	appendStringInfoChar(&detail, '.');
 	ereport(ERROR,
 			(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
 			 errmsg("could not reach a majority of the %d members to allocate a window of distseq sequence \"%s\" (%d reached)",
@@ -368,11 +393,13 @@ agent_step(const char *name)
 		Oid			types[1] = {TEXTOID};
 		Datum		values[1] = {CStringGetTextDatum(seq->name)};
 		int64		top;
+		int			read;
 
 		distseq_node_state(schema, &st);
 		ms = agent_members(schema, &st, &n);
-		if (agent_read(schema, seq, &st, ms, n, &top) < majority(&st))
-			no_majority(seq, &st, agent_read(schema, seq, &st, ms, n, &top), ms, n);
+		read = agent_read(schema, seq, &st, ms, n, &top);
+		if (read < majority(&st))
+			no_majority(seq, &st, read, ms, n);
 		agent_introduce(seq, ms, n, top);
 
 		distseq_spi_exec(psprintf("SELECT count(*) FROM %s.distseq_windows"
@@ -443,17 +470,23 @@ agent_check_member(const char *schema)
  * worker runs it, outside any transaction: each step commits on its own,
  * so no row lock here is held while a peer is asked anything, and the
  * worker serves the refills asked for meanwhile between steps.  "afresh":
- * try the peers that did not answer lately too.
+ * try the peers that did not answer lately too.  "focus", if not NULL, is
+ * a sequence whose refill waits for this pass: it goes first.
+ *
+ * One sequence failing does not keep the others from their windows:
+ * returns a DistseqAgentFailure for each sequence that failed, in the
+ * order tried, valid until the next pass.  An error before any sequence
+ * (this node is no member, say) is raised.
  */
-void
-distseq_agent_run(bool afresh)
+List *
+distseq_agent_run(bool afresh, const char *focus)
 {
 	MemoryContext oldcxt;
 	MemoryContext cxt;
 	List	   *seqs;
 	List	   *volatile names = NIL;
 	ListCell   *lc;
-	ErrorData  *volatile first_error = NULL;
+	List	   *volatile failed = NIL;
 
 	/* one context for every pass, emptied at the start: a pass may fail */
 	if (pass_cxt == NULL)
@@ -473,12 +506,18 @@ distseq_agent_run(bool afresh)
 	/* SPI's memory goes at SPI_finish: keep the names in ours */
 	oldcxt = MemoryContextSwitchTo(cxt);
 	foreach(lc, seqs)
-		names = lappend(names, pstrdup(((AgentSeq *) lfirst(lc))->name));
+	{
+		char	   *name = pstrdup(((AgentSeq *) lfirst(lc))->name);
+
+		if (focus && strcmp(name, focus) == 0)
+			names = lcons(name, names);
+		else
+			names = lappend(names, name);
+	}
 	MemoryContextSwitchTo(oldcxt);
 	SPI_finish();
 	distseq_xact_commit();
 
-	/* one sequence failing does not keep the others from their windows */
 	foreach(lc, names)
 	{
 		PG_TRY();
@@ -487,16 +526,20 @@ distseq_agent_run(bool afresh)
 		}
 		PG_CATCH();
 		{
+			DistseqAgentFailure *f;
+
 			MemoryContextSwitchTo(cxt);
-			if (first_error == NULL)
-				first_error = CopyErrorData();
+			f = palloc(sizeof(DistseqAgentFailure));
+			f->sequence_name = lfirst(lc);
+			f->error = CopyErrorData();
+			failed = lappend(failed, f);
 			FlushErrorState();
 			AbortCurrentTransaction();
 		}
 		PG_END_TRY();
 	}
-	if (first_error)
-		ReThrowError(first_error);
+	MemoryContextSwitchTo(oldcxt);
+	return failed;
 }
 
 PG_FUNCTION_INFO_V1(distseq_maintain);

@@ -927,12 +927,22 @@ range_cmp_desc(const void *a, const void *b)
 
 /*
  * Give unused ranges back to the windows they came from, in the worker's
- * own transaction.  A range can only go back when it is the top of what
- * its window has reserved; the others are lost.  Going from the highest
- * range down lets adjacent ranges go back one after the other.
+ * own transaction, so that a clean restart skips none of them.  A range is
+ * handed back only where its window still has it reserved (below next_hi):
+ * one at the top of what its window reserved lowers next_hi; one below it
+ * -- a rest given back by a session while later blocks were issued above it
+ * -- splits the window in two at the range's end: the lower piece reserved
+ * up to the range's start, the upper one as reserved as the window was.
+ * The pieces cover exactly the window, so windows still never overlap, and
+ * every value the catalog holds reserved stays so.  A range that crosses
+ * windows (rests that touched merge in the pool) is handed back window by
+ * window.  Going from the highest range down lets adjacent ranges go back
+ * one after the other.
  *
- * Returns the number of values lost; *issued and *lost are the entry's
- * totals, stored as they are plus the values lost here.
+ * Returns the number of values lost (parts no window has reserved: the
+ * sequence was dropped meanwhile, or the range came from another server);
+ * *issued and *lost are the entry's totals, stored as they are plus the
+ * values lost here.
  */
 int64
 distseq_catalog_release(Oid relid, uint64 gen, DistseqRange *ranges,
@@ -957,18 +967,83 @@ distseq_catalog_release(Oid relid, uint64 gen, DistseqRange *ranges,
 	values[1] = Int64GetDatum((int64) gen);
 	for (int i = 0; i < nranges; i++)
 	{
+		int64		back = 0;
+		uint64		nwindows;
+		struct
+		{
+			int64		start;
+			int64		end;
+			int64		next_hi;
+		}		   *w;
+
 		values[2] = Int64GetDatum(ranges[i].lo);
 		values[3] = Int64GetDatum(ranges[i].hi);
-		if (distseq_spi_exec(psprintf("UPDATE %s.distseq_windows w SET next_hi = $3"
-								  " FROM %s.distseq_sequences s"
-								  " WHERE s.seqrel = $1::oid AND s.generation = $2"
-								  " AND w.sequence_name = s.sequence_name"
-								  " AND w.next_hi = $4 AND w.window_start <= $3",
-								  schema, schema),
-						 4, types, values, SPI_OK_UPDATE) == 1)
-			released += RANGE_SIZE(ranges[i]);
-		else
-			dropped += RANGE_SIZE(ranges[i]);
+		nwindows = distseq_spi_exec(psprintf("SELECT w.window_start, w.window_end, w.next_hi"
+											 " FROM %s.distseq_windows w"
+											 " JOIN %s.distseq_sequences s"
+											 " ON w.sequence_name = s.sequence_name"
+											 " WHERE s.seqrel = $1::oid AND s.generation = $2"
+											 " AND w.window_start < $4 AND w.window_end > $3"
+											 " FOR UPDATE OF w",
+											 schema, schema),
+									4, types, values, SPI_OK_SELECT);
+		w = palloc(sizeof(*w) * Max(nwindows, 1));
+		for (uint64 k = 0; k < nwindows; k++)
+		{
+			w[k].start = distseq_spi_int8(k, 1);
+			w[k].end = distseq_spi_int8(k, 2);
+			w[k].next_hi = distseq_spi_int8(k, 3);
+		}
+		for (uint64 k = 0; k < nwindows; k++)
+		{
+			Oid			wtypes[5] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8OID};
+			Datum		wvalues[5];
+			int64		lo = Max(ranges[i].lo, w[k].start);
+			int64		hi = Min(ranges[i].hi, w[k].end);
+
+			/* not all of it reserved here: it is not ours to give back */
+			if (hi > w[k].next_hi)
+				continue;
+			wvalues[0] = Int64GetDatum((int64) relid);
+			wvalues[1] = Int64GetDatum((int64) gen);
+			wvalues[2] = Int64GetDatum(w[k].start);
+			wvalues[3] = Int64GetDatum(lo);
+			wvalues[4] = Int64GetDatum(hi);
+			if (hi == w[k].next_hi)
+				distseq_spi_exec(psprintf("UPDATE %s.distseq_windows w SET next_hi = $4"
+										  " FROM %s.distseq_sequences s"
+										  " WHERE s.seqrel = $1::oid AND s.generation = $2"
+										  " AND w.sequence_name = s.sequence_name"
+										  " AND w.window_start = $3",
+										  schema, schema),
+								 5, wtypes, wvalues, SPI_OK_UPDATE);
+			else
+			{
+				/* the upper piece first: it keeps the window's next_hi */
+				distseq_spi_exec(psprintf("INSERT INTO %s.distseq_windows"
+										  " (sequence_name, window_start, window_end, next_hi)"
+										  " SELECT w.sequence_name, $5, w.window_end, w.next_hi"
+										  " FROM %s.distseq_windows w"
+										  " JOIN %s.distseq_sequences s"
+										  " ON w.sequence_name = s.sequence_name"
+										  " WHERE s.seqrel = $1::oid AND s.generation = $2"
+										  " AND w.window_start = $3",
+										  schema, schema, schema),
+								 5, wtypes, wvalues, SPI_OK_INSERT);
+				distseq_spi_exec(psprintf("UPDATE %s.distseq_windows w"
+										  " SET window_end = $5, next_hi = $4"
+										  " FROM %s.distseq_sequences s"
+										  " WHERE s.seqrel = $1::oid AND s.generation = $2"
+										  " AND w.sequence_name = s.sequence_name"
+										  " AND w.window_start = $3",
+										  schema, schema),
+								 5, wtypes, wvalues, SPI_OK_UPDATE);
+			}
+			back += hi - lo;
+		}
+		pfree(w);
+		released += back;
+		dropped += RANGE_SIZE(ranges[i]) - back;
 	}
 
 	values[2] = Int64GetDatum(released);

@@ -102,7 +102,14 @@ typedef struct DistseqSeq
 	bool		park_requested; /* another sequence wants the entry */
 	uint64		last_used;		/* Distseq->clock at the last block cut */
 	uint32		failures;		/* refills that failed, ever */
-	char		last_error[128];
+
+	/*
+	 * Why the last refill failed, for the sessions that waited on it: text
+	 * in the database's encoding, cut between characters, with no control
+	 * characters (distseq_clean_text); the detail may be "".
+	 */
+	char		last_error[256];
+	char		last_detail[512];
 
 	/*
 	 * Totals since the sequence was created: values in backends' blocks or
@@ -378,10 +385,18 @@ typedef struct DistseqAgentResult
 	int64		open_windows;
 } DistseqAgentResult;
 
-extern void distseq_agent_run(bool afresh);
+/* a sequence the agent failed for (NULL: the whole pass), and why */
+typedef struct DistseqAgentFailure
+{
+	char	   *sequence_name;
+	ErrorData  *error;
+} DistseqAgentFailure;
+
+extern List *distseq_agent_run(bool afresh, const char *focus);
 
 /* src/worker.c */
 extern bool distseq_worker_stopping(void);
+extern char *distseq_clean_text(const char *src, int size);
 extern void distseq_xact_begin(void);
 extern void distseq_xact_commit(void);
 extern void distseq_worker_drop_database(Oid dboid);

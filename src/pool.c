@@ -197,16 +197,21 @@ distseq_pool_next_block(DistseqSeq *seq, Oid relid, uint64 gen, int64 after,
 		if (sleeping && seq->failures != failures)
 		{
 			char		name[NAMEDATALEN];
-			char		detail[sizeof(seq->last_error)];
+			char		why[sizeof(seq->last_error)];
+			char		detail[sizeof(seq->last_detail)];
 
+			/* bounded, cleaned text the worker left for this sequence */
 			strlcpy(name, seq->name, NAMEDATALEN);
-			strlcpy(detail, seq->last_error, sizeof(detail));
+			strlcpy(why, seq->last_error, sizeof(why));
+			strlcpy(detail, seq->last_detail, sizeof(detail));
 			LWLockRelease(seq->lock);
 			ConditionVariableCancelSleep();
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("could not refill distseq sequence \"%s\"", name),
-					 errdetail("The refill worker failed: %s", detail)));
+					 detail[0] ?
+					 errdetail("The refill worker failed: %s.\n%s", why, detail) :
+					 errdetail("The refill worker failed: %s", why)));
 		}
 		/* counted when it starts: a cancelled wait counts too */
 		if (!sleeping)

@@ -231,6 +231,7 @@ seq_setup_locked(DistseqSeq *seq, Oid relid, uint64 gen, const char *name,
 	seq->last_used = pg_atomic_fetch_add_u64(&Distseq->clock, 1);
 	seq->failures = 0;
 	seq->last_error[0] = '\0';
+	seq->last_detail[0] = '\0';
 	seq->issued = -1;			/* read from the catalog by the worker */
 	seq->lost = -1;
 	seq->refills = 0;

@@ -83,6 +83,7 @@
 #include "foreign/foreign.h"
 #include "utils/acl.h"
 #include "commands/dbcommands.h"
+#include "common/hashfn.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -96,6 +97,7 @@
 #include "storage/proc.h"
 #include "storage/procarray.h"
 #include "utils/guc.h"
+#include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 
@@ -110,7 +112,7 @@ static TimestampTz last_work = 0;	/* for distseq.worker_idle_timeout */
 static bool has_peers = true;	/* the agent has work on a timer */
 static bool left_idle = false;	/* our slot is no longer ours */
 
-static bool worker_agent_pass(void);
+static bool worker_agent_pass(const char *focus, ErrorData **focus_error);
 static void worker_serve(void);
 static void worker_defer(DistseqSeq *seq);
 static DistseqDbWorker *my_worker = NULL;
@@ -403,16 +405,174 @@ worker_catch(MemoryContext cxt)
 }
 
 /*
- * Copy a message into a fixed field of shared memory, cut at a character
- * boundary if it is too long.
+ * A message fit for a client's error, a view or the log, from text that may
+ * come from a peer: at most size - 1 bytes, cut between characters and
+ * ending in "..." when cut; every control character (a line break would
+ * forge log lines, an escape sequence drive a terminal) made a space, and
+ * every byte that starts no valid character of the database's encoding a
+ * "?".  Palloc'd.
  */
+char *
+distseq_clean_text(const char *src, int size)
+{
+	int			encoding = GetDatabaseEncoding();
+	int			srclen = strlen(src);
+	int			room = srclen < size ? size - 1 : size - 4;
+	char	   *dst = palloc(size);
+	int			n = 0;
+
+	Assert(size > 4);
+	for (int i = 0; i < srclen;)
+	{
+		unsigned char c = (unsigned char) src[i];
+		int			len = 1;
+
+		if (IS_HIGHBIT_SET(c))
+			len = pg_encoding_verifymbchar(encoding, src + i, srclen - i);
+		if (n + Max(len, 1) > room)
+			break;
+		if (len < 1)
+		{
+			dst[n++] = '?';
+			len = 1;
+		}
+		else if (c < 0x20 || c == 0x7f)
+			dst[n++] = ' ';
+		else
+		{
+			memcpy(dst + n, src + i, len);
+			n += len;
+		}
+		i += len;
+	}
+	if (srclen >= size)
+	{
+		memcpy(dst + n, "...", 3);
+		n += 3;
+	}
+	dst[n] = '\0';
+	return dst;
+}
+
+/* Copy a message into a fixed field of shared memory, cleaned and cut */
 static void
 worker_copy_message(char *dst, const char *src, int size)
 {
-	int			len = pg_mbcliplen(src, strlen(src), size - 1);
+	char	   *clean = distseq_clean_text(src, size);
 
-	memcpy(dst, src, len);
-	dst[len] = '\0';
+	strlcpy(dst, clean, size);
+	pfree(clean);
+}
+
+/*
+ * The worker's log lines that repeat -- a refill failing for every session
+ * of a minority node, an agent pass failing at each of its intervals -- are
+ * written once per DISTSEQ_LOG_REPEAT_SECS for the same message (which
+ * names the sequence, and the peer where one is at fault); the next line
+ * of that message after the interval says how many were left out.  The
+ * table is this worker's own and bounded: past LOG_REPEAT_MAX messages, the
+ * ones outside their interval are forgotten, and if that is not enough a
+ * line is written untracked.
+ */
+#define DISTSEQ_LOG_REPEAT_SECS	10
+#define LOG_REPEAT_MAX			1024
+
+typedef struct LogRepeat
+{
+	uint64		key;			/* hash of the message */
+	TimestampTz logged;			/* when it was last written */
+	int64		suppressed;		/* left out since */
+} LogRepeat;
+
+static HTAB *log_repeats = NULL;
+static MemoryContext log_cxt = NULL;
+
+static void worker_log(const char *detail, const char *fmt,...) pg_attribute_printf(2, 3);
+
+static void
+worker_log(const char *detail, const char *fmt,...)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	MemoryContext oldcxt;
+	StringInfoData message;
+	char	   *clean;
+	uint64		key;
+	LogRepeat  *r = NULL;
+	int64		suppressed = 0;
+	bool		found;
+
+	if (log_repeats == NULL)
+	{
+		HASHCTL		ctl;
+
+		ctl.keysize = sizeof(uint64);
+		ctl.entrysize = sizeof(LogRepeat);
+		log_repeats = hash_create("distseq log repeats", 64, &ctl,
+								  HASH_ELEM | HASH_BLOBS);
+		log_cxt = AllocSetContextCreate(TopMemoryContext, "distseq log",
+										ALLOCSET_SMALL_SIZES);
+	}
+	oldcxt = MemoryContextSwitchTo(log_cxt);
+	initStringInfo(&message);
+	for (;;)
+	{
+		va_list		args;
+		int			needed;
+
+		va_start(args, fmt);
+		needed = appendStringInfoVA(&message, fmt, args);
+		va_end(args);
+		if (needed == 0)
+			break;
+		enlargeStringInfo(&message, needed);
+	}
+	clean = distseq_clean_text(message.data, 1024);
+	key = hash_bytes_extended((const unsigned char *) clean, strlen(clean), 0);
+
+	if (hash_get_num_entries(log_repeats) >= LOG_REPEAT_MAX &&
+		hash_search(log_repeats, &key, HASH_FIND, NULL) == NULL)
+	{
+		HASH_SEQ_STATUS scan;
+		LogRepeat  *old;
+
+		hash_seq_init(&scan, log_repeats);
+		while ((old = hash_seq_search(&scan)) != NULL)
+		{
+			if (TimestampDifferenceExceeds(old->logged, now,
+										   DISTSEQ_LOG_REPEAT_SECS * 1000))
+				hash_search(log_repeats, &old->key, HASH_REMOVE, NULL);
+		}
+	}
+	if (hash_get_num_entries(log_repeats) < LOG_REPEAT_MAX ||
+		hash_search(log_repeats, &key, HASH_FIND, NULL) != NULL)
+	{
+		r = hash_search(log_repeats, &key, HASH_ENTER, &found);
+		if (found && !TimestampDifferenceExceeds(r->logged, now,
+												 DISTSEQ_LOG_REPEAT_SECS * 1000))
+		{
+			r->suppressed++;
+			MemoryContextSwitchTo(oldcxt);
+			MemoryContextReset(log_cxt);
+			return;
+		}
+		suppressed = found ? r->suppressed : 0;
+		r->logged = now;
+		r->suppressed = 0;
+	}
+
+	detail = (detail && detail[0]) ? distseq_clean_text(detail, 2048) : NULL;
+	if (suppressed > 0)
+		ereport(LOG,
+				(errmsg_internal("%s", clean),
+				 errdetail_internal("%s%sThe same message came " INT64_FORMAT " more times in the %d seconds before and was not logged.",
+									detail ? detail : "", detail ? " " : "",
+									suppressed, DISTSEQ_LOG_REPEAT_SECS)));
+	else
+		ereport(LOG,
+				(errmsg_internal("%s", clean),
+				 detail ? errdetail_internal("%s", detail) : 0));
+	MemoryContextSwitchTo(oldcxt);
+	MemoryContextReset(log_cxt);
 }
 
 /*
@@ -437,19 +597,29 @@ worker_commit_acknowledged(void)
 	return acked;
 }
 
-/* Record a failed refill and wake the waiters, who report it */
+/*
+ * Record a failed refill and wake the waiters, who report it.  The text is
+ * cleaned and cut before the lock is taken.
+ */
 static void
-worker_refill_failed(DistseqSeq *seq, uint64 gen, const char *message)
+worker_refill_failed(DistseqSeq *seq, uint64 gen, const char *message,
+					 const char *detail)
 {
+	char	   *m = distseq_clean_text(message, sizeof(seq->last_error));
+	char	   *d = distseq_clean_text(detail ? detail : "", sizeof(seq->last_detail));
+
 	LWLockAcquire(seq->lock, LW_EXCLUSIVE);
 	if (pg_atomic_read_u64(&seq->gen) == gen)
 	{
 		seq->failures++;
-		worker_copy_message(seq->last_error, message, sizeof(seq->last_error));
+		strlcpy(seq->last_error, m, sizeof(seq->last_error));
+		strlcpy(seq->last_detail, d, sizeof(seq->last_detail));
 		seq->refill_pending = false;
 	}
 	LWLockRelease(seq->lock);
 	ConditionVariableBroadcast(&seq->cv);
+	pfree(m);
+	pfree(d);
 }
 
 /*
@@ -529,13 +699,11 @@ worker_reserve(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
 	{
 		ErrorData  *edata = worker_catch(oldcxt);
 
-		ereport(LOG,
-				(errmsg("distseq worker could not refill sequence with relation %u: %s",
-						relid, edata->message),
-				 edata->detail ? errdetail_internal("%s", edata->detail) : 0));
+		worker_log(edata->detail, "distseq worker could not refill sequence with relation %u: %s",
+				   relid, edata->message);
 		if (committed)
 			worker_reservation_lost(seq, gen, account, *r, *skipped);
-		worker_refill_failed(seq, gen, edata->message);
+		worker_refill_failed(seq, gen, edata->message, edata->detail);
 		FreeErrorData(edata);
 		return false;
 	}
@@ -555,6 +723,12 @@ worker_local_refill(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
 					DistseqRange *r)
 {
 	bool		need_windows = false;
+	char		name[NAMEDATALEN];
+	ErrorData  *why = NULL;
+
+	LWLockAcquire(seq->lock, LW_SHARED);
+	strlcpy(name, seq->name, NAMEDATALEN);
+	LWLockRelease(seq->lock);
 
 	for (int attempt = 0;; attempt++)
 	{
@@ -578,13 +752,15 @@ worker_local_refill(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
 		{
 			/* not exhausted: the windows are just not there yet */
 			worker_refill_failed(seq, gen,
-								 "no open window left here, and the agent has not opened one yet");
+								 "no open window left here, and the agent has not opened one yet",
+								 NULL);
 			return false;
 		}
-		if (!worker_agent_pass())
+		/* the agent's reason for this very sequence, if it failed */
+		(void) worker_agent_pass(name, &why);
+		if (why)
 		{
-			worker_refill_failed(seq, gen,
-								 "no open window left, and the agent could not open one (see the server log)");
+			worker_refill_failed(seq, gen, why->message, why->detail);
 			return false;
 		}
 	}
@@ -767,7 +943,7 @@ worker_sources(DistseqSeq *seq, Oid relid, uint64 gen, MemoryContext cxt,
 	{
 		ErrorData  *edata = worker_catch(oldcxt);
 
-		worker_refill_failed(seq, gen, edata->message);
+		worker_refill_failed(seq, gen, edata->message, edata->detail);
 		FreeErrorData(edata);
 		return false;
 	}
@@ -862,7 +1038,7 @@ worker_remote_refill(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
 	MemoryContextSwitchTo(cxt);
 	if (!ok)
 		worker_refill_failed(seq, gen, failure ? failure :
-							 psprintf("no server answered: %s", errors.data));
+							 psprintf("no server answered: %s", errors.data), NULL);
 	pgstat_report_activity(STATE_IDLE, NULL);
 
 	/* refills put off while waiting: serve them next */
@@ -981,16 +1157,31 @@ worker_refill(DistseqSeq *seq)
 }
 
 /*
- * One pass of the agent, in a transaction of its own.  Returns false, and
- * logs why, when it failed (no majority reachable, say).
+ * One pass of the agent, in transactions of its own.  Returns false, and
+ * logs why, when it failed for any sequence (no majority reachable, say):
+ * one line per failing sequence, each rate-limited (worker_log).  "focus",
+ * a sequence whose refill waits for the pass, goes first, and why it
+ * failed for that sequence -- or for all of them -- comes back in
+ * *focus_error (NULL if it did not fail), in the caller's memory.
  */
 static bool
-worker_agent_pass(void)
+worker_agent_pass(const char *focus, ErrorData **focus_error)
 {
+	static MemoryContext failure_cxt = NULL;
 	MemoryContext oldcxt = CurrentMemoryContext;
 	volatile bool ok = true;
 	uint64		requested;
 	bool		asked;
+	List	   *volatile failed = NIL;
+	ErrorData  *volatile first = NULL;
+
+	if (focus_error)
+		*focus_error = NULL;
+	/* a failure of the whole pass lives until the next pass, as the others */
+	if (failure_cxt == NULL)
+		failure_cxt = AllocSetContextCreate(TopMemoryContext, "distseq agent failure",
+											ALLOCSET_SMALL_SIZES);
+	MemoryContextReset(failure_cxt);
 
 	LWLockAcquire(Distseq->lock, LW_SHARED);
 	requested = my_worker->agent_requested;
@@ -1002,26 +1193,45 @@ worker_agent_pass(void)
 	in_agent_pass = true;
 	PG_TRY();
 	{
-		distseq_agent_run(asked);
+		failed = distseq_agent_run(asked, focus);
 	}
 	PG_CATCH();
 	{
-		ErrorData  *edata = worker_catch(oldcxt);
+		/* the pass failed as a whole: that is every sequence's reason */
+		ErrorData  *edata = worker_catch(failure_cxt);
+		DistseqAgentFailure *f = palloc0(sizeof(DistseqAgentFailure));
 
-		ereport(LOG,
-				(errmsg("distseq agent: %s", edata->message),
-				 edata->detail ? errdetail_internal("%s", edata->detail) : 0));
-		LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
-		worker_copy_message(my_worker->agent_error, edata->message, sizeof(my_worker->agent_error));
-		worker_copy_message(my_worker->agent_detail, edata->detail ? edata->detail : "",
-				sizeof(my_worker->agent_detail));
-		LWLockRelease(Distseq->lock);
-		FreeErrorData(edata);
-		ok = false;
+		f->error = edata;
+		failed = list_make1(f);
 	}
 	PG_END_TRY();
 	in_agent_pass = false;
 	pgstat_report_activity(STATE_IDLE, NULL);
+	MemoryContextSwitchTo(oldcxt);
+
+	for (int i = 0; i < list_length(failed); i++)
+	{
+		DistseqAgentFailure *f = list_nth(failed, i);
+
+		worker_log(f->error->detail, "distseq agent: %s", f->error->message);
+		if (first == NULL)
+			first = f->error;
+		if (focus && focus_error && *focus_error == NULL &&
+			(f->sequence_name == NULL || strcmp(f->sequence_name, focus) == 0))
+			*focus_error = f->error;
+		ok = false;
+	}
+	if (first)
+	{
+		char	   *m = distseq_clean_text(first->message, sizeof(my_worker->agent_error));
+		char	   *d = distseq_clean_text(first->detail ? first->detail : "",
+										   sizeof(my_worker->agent_detail));
+
+		LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
+		strlcpy(my_worker->agent_error, m, sizeof(my_worker->agent_error));
+		strlcpy(my_worker->agent_detail, d, sizeof(my_worker->agent_detail));
+		LWLockRelease(Distseq->lock);
+	}
 
 	/* tell whoever asked for this pass how it went */
 	LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
@@ -1334,7 +1544,7 @@ worker_maybe_run_agent(void)
 	PG_END_TRY();
 	has_peers = peers;
 	if (peers)
-		(void) worker_agent_pass();
+		(void) worker_agent_pass(NULL, NULL);
 }
 
 /* Serve every refill requested for this database */
@@ -1652,7 +1862,7 @@ distseq_worker_main(Datum main_arg)
 		if (asked)
 		{
 			last_work = GetCurrentTimestamp();
-			(void) worker_agent_pass();
+			(void) worker_agent_pass(NULL, NULL);
 		}
 		else
 			worker_maybe_run_agent();
