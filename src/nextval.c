@@ -655,6 +655,14 @@ distseq_nextval(PG_FUNCTION_ARGS)
 	if (unlikely(XactReadOnly))
 		PreventCommandIfReadOnly("distseq_nextval()");
 
+	/*
+	 * As native nextval, too: a function mislabeled PARALLEL SAFE would
+	 * otherwise draw in parallel workers, from blocks of their own, and the
+	 * session would see values go down and currval not follow.
+	 */
+	if (unlikely(IsInParallelMode()))
+		PreventCommandIfParallelMode("distseq_nextval()");
+
 	if (unlikely(site == NULL ||
 				 (!site->constant && !local_arg_is(site->ls, fcinfo)) ||
 				 site->ls->ready_lxid != DISTSEQ_MY_LXID ||
