@@ -542,6 +542,17 @@ nextval_setup(FunctionCallInfo fcinfo)
 	LocalSeq   *ls;
 	Oid			userid = GetUserId();
 
+	/*
+	 * As native nextval: a function mislabeled PARALLEL SAFE would otherwise
+	 * draw in parallel workers, from blocks of their own, and the session
+	 * would see values go down and currval not follow.  Checked here, off
+	 * the per-value path: a parallel worker's first call in its transaction
+	 * -- with no cache of its own yet -- always comes here.  A leader that
+	 * drew earlier in the same transaction draws on from its own block.
+	 */
+	if (IsInParallelMode())
+		PreventCommandIfParallelMode("distseq_nextval()");
+
 	distseq_check_loaded();
 	if (site != NULL && (site->constant || local_arg_is(site->ls, fcinfo)))
 		ls = site->ls;
@@ -654,14 +665,6 @@ distseq_nextval(PG_FUNCTION_ARGS)
 	 */
 	if (unlikely(XactReadOnly))
 		PreventCommandIfReadOnly("distseq_nextval()");
-
-	/*
-	 * As native nextval, too: a function mislabeled PARALLEL SAFE would
-	 * otherwise draw in parallel workers, from blocks of their own, and the
-	 * session would see values go down and currval not follow.
-	 */
-	if (unlikely(IsInParallelMode()))
-		PreventCommandIfParallelMode("distseq_nextval()");
 
 	if (unlikely(site == NULL ||
 				 (!site->constant && !local_arg_is(site->ls, fcinfo)) ||
