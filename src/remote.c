@@ -294,6 +294,25 @@ remote_inval(Datum arg, int cacheid, uint32 hashvalue)
 }
 
 /*
+ * Text from a peer or from libpq (which passes on what the peer said when
+ * it refused the connection) for a message of ours: cleaned and bounded
+ * (distseq_clean_text), so that a hostile peer's control characters, bytes
+ * that are no text in our encoding or megabytes of text reach neither a
+ * client, nor a view, nor the log.  Palloc'd.
+ */
+#define REMOTE_TEXT_SIZE	1024
+
+static char *
+remote_clean(const char *text)
+{
+	char	   *chomped = pchomp(text);
+	char	   *clean = distseq_clean_text(chomped, REMOTE_TEXT_SIZE);
+
+	pfree(chomped);
+	return clean;
+}
+
+/*
  * A WARNING from a peer makes the command fail: the one that matters is a
  * synchronous-replication wait cancelled there, which commits without the
  * standby's acknowledgement.  A value of such a commit must not count.
@@ -307,14 +326,14 @@ remote_notice(void *arg, const PGresult *res)
 
 	if (severity && strcmp(severity, "WARNING") == 0 && rc->warning[0] == '\0')
 	{
-		/* cut between characters: the message ends up in views as text */
-		int			len;
+		/* cleaned and cut: the message ends up in errors, views and the log */
+		char	   *clean;
 
 		if (message == NULL)
 			message = "warning";
-		len = pg_mbcliplen(message, strlen(message), sizeof(rc->warning) - 1);
-		memcpy(rc->warning, message, len);
-		rc->warning[len] = '\0';
+		clean = distseq_clean_text(message, sizeof(rc->warning));
+		strlcpy(rc->warning, clean, sizeof(rc->warning));
+		pfree(clean);
 	}
 }
 
@@ -455,7 +474,7 @@ remote_connect(RemoteConn *rc)
 		if (st == PGRES_POLLING_FAILED)
 		{
 			/* libpq's message: host, port and user, never the password */
-			char	   *msg = pchomp(PQerrorMessage(rc->conn));
+			char	   *msg = remote_clean(PQerrorMessage(rc->conn));
 
 			remote_drop(rc);
 			ereport(ERROR,
@@ -486,7 +505,7 @@ remote_connect(RemoteConn *rc)
 	/* sending, and closing with its Terminate message, never waits then */
 	if (PQsetnonblocking(rc->conn, 1) != 0)
 	{
-		char	   *msg = pchomp(PQerrorMessage(rc->conn));
+		char	   *msg = remote_clean(PQerrorMessage(rc->conn));
 
 		remote_drop(rc);
 		ereport(ERROR,
@@ -519,8 +538,13 @@ remote_report(RemoteConn *rc, PGresult *res, const char *sql)
 			strncmp(state, "00", 2) != 0 && strncmp(state, "01", 2) != 0 &&
 			strncmp(state, "02", 2) != 0)
 			code = MAKE_SQLSTATE(state[0], state[1], state[2], state[3], state[4]);
-		if (primary == NULL)
-			primary = pchomp(PQerrorMessage(rc->conn));
+		primary = remote_clean(primary ? primary : PQerrorMessage(rc->conn));
+		if (detail)
+			detail = remote_clean(detail);
+		if (hint)
+			hint = remote_clean(hint);
+		if (context)
+			context = remote_clean(context);
 		ereport(ERROR,
 				(errcode(code),
 				 errmsg("distseq peer \"%s\": %s", rc->name, primary),
@@ -555,7 +579,7 @@ remote_run(RemoteConn *rc, const char *sql, int nparams, const char *const *para
 	rc->warning[0] = '\0';
 	if (!PQsendQueryParams(rc->conn, sql, nparams, NULL, params, NULL, NULL, 0))
 	{
-		char	   *msg = pchomp(PQerrorMessage(rc->conn));
+		char	   *msg = remote_clean(PQerrorMessage(rc->conn));
 
 		remote_drop(rc);
 		ereport(ERROR,
@@ -576,7 +600,7 @@ remote_run(RemoteConn *rc, const char *sql, int nparams, const char *const *para
 				goto timeout;
 			if (!PQconsumeInput(rc->conn))
 			{
-				char	   *msg = pchomp(PQerrorMessage(rc->conn));
+				char	   *msg = remote_clean(PQerrorMessage(rc->conn));
 
 				PQclear(res);
 				remote_drop(rc);

@@ -405,10 +405,30 @@ worker_catch(MemoryContext cxt)
 }
 
 /*
+ * Is the character at s (len bytes, valid in the encoding) one of the C1
+ * controls, U+0080 to U+009F?  CSI (U+009B) starts an escape sequence as
+ * ESC [ does, NEL (U+0085) is a line break.  They are two bytes in UTF-8,
+ * and the bytes 0x80 to 0x9F in the ISO 8859 encodings.
+ */
+static bool
+text_is_c1(int encoding, const char *s, int len)
+{
+	unsigned char c = (unsigned char) s[0];
+
+	if (encoding == PG_UTF8)
+		return len == 2 && c == 0xc2 && (unsigned char) s[1] <= 0x9f;
+	if ((encoding >= PG_LATIN1 && encoding <= PG_LATIN10) ||
+		(encoding >= PG_ISO_8859_5 && encoding <= PG_ISO_8859_8))
+		return len == 1 && c >= 0x80 && c <= 0x9f;
+	return false;
+}
+
+/*
  * A message fit for a client's error, a view or the log, from text that may
  * come from a peer: at most size - 1 bytes, cut between characters and
- * ending in "..." when cut; every control character (a line break would
- * forge log lines, an escape sequence drive a terminal) made a space, and
+ * ending in "..." when cut; every control character, C0 or C1 (a line
+ * break would forge log lines, an escape sequence drive a terminal) made a
+ * space, and
  * every byte that starts no valid character of the database's encoding a
  * "?".  Palloc'd.
  */
@@ -436,7 +456,7 @@ distseq_clean_text(const char *src, int size)
 			dst[n++] = '?';
 			len = 1;
 		}
-		else if (c < 0x20 || c == 0x7f)
+		else if (c < 0x20 || c == 0x7f || text_is_c1(encoding, src + i, len))
 			dst[n++] = ' ';
 		else
 		{

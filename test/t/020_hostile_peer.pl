@@ -222,7 +222,7 @@ is($c->safe_psql('postgres', "SELECT open_windows FROM distseq_status WHERE sequ
 
 # What a peer says is kept as valid text: a WARNING longer than c keeps,
 # of two-byte characters, is cut between characters (convert_from checks
-# the text); format characters stay as they are.
+# the text), the cut marked; format characters stay as they are.
 my $valid = q{SELECT convert_from(convert_to(error, 'UTF8'), 'UTF8') FROM distseq_peers};
 $evil->safe_psql('evil2', q{CREATE FUNCTION public.real_state(OUT node_id bigint,
 	OUT epoch bigint, OUT epoch_id bigint, OUT members bigint[], OUT pending boolean)
@@ -233,7 +233,7 @@ replace('evil2', 'state', "CREATE FUNCTION distseq_peer_state($sig_state,
 	BEGIN RAISE WARNING '%', repeat(U&'\\00E9', 200);
 	SELECT * INTO node_id, epoch, epoch_id, members, pending FROM public.real_state(); END \$\$");
 ($ret, $out, $err) = $c->psql('postgres', $valid);
-like($out, qr/^distseq peer "node_evil2" warned: (\x{c3}\x{a9}){100,}$/,
+like($out, qr/^distseq peer "node_evil2" warned: (\x{c3}\x{a9}){100,}\.\.\.$/,
 	"a long WARNING of a peer, cut, is valid text") or diag($err);
 replace('evil2', 'state', "CREATE FUNCTION distseq_peer_state($sig_state,
 	OUT members bigint[], OUT pending boolean) LANGUAGE plpgsql AS \$\$
