@@ -127,7 +127,57 @@ SELECT distseq_create('distseq_windows');
 SELECT distseq_create('distseq_sequences_pkey');
 SELECT distseq_nextval('distseq_windows');
 
+
+-- 1.6 gives the creators if_not_exists: new functions, which keep the
+-- grants an administrator made on the old ones, as grants pg_dump dumps
+-- (not as the extension's own, in pg_init_privs)
+CREATE ROLE regress_ds_up_sub;
+GRANT EXECUTE ON FUNCTION distseq_create TO regress_ds_up WITH GRANT OPTION;
+GRANT EXECUTE ON FUNCTION distseq_create_for_column TO regress_ds_up;
+SET ROLE regress_ds_up;
+GRANT EXECUTE ON FUNCTION distseq_create TO regress_ds_up_sub;
+SELECT distseq_create('up_by_role_15');
+RESET ROLE;
+SELECT distseq_nextval('upgraded') AS before_16 \gset
+ALTER EXTENSION distseq UPDATE TO '1.6';
+SELECT extversion FROM pg_extension WHERE extname = 'distseq';
+SELECT pg_get_function_identity_arguments(p.oid) AS args, n.nspname
+FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+WHERE p.proname IN ('distseq_create', 'distseq_create_for_column', 'distseq_lastval')
+ORDER BY p.proname;
+SELECT has_function_privilege('regress_ds_up', 'distseq_create(text,integer,bigint,bigint,bigint,integer,integer,integer,name[],boolean)', 'EXECUTE') AS up_may_create,
+       has_function_privilege('regress_ds_up', 'distseq_create(text,integer,bigint,bigint,bigint,integer,integer,integer,name[],boolean)', 'EXECUTE WITH GRANT OPTION') AS up_may_grant,
+       has_function_privilege('regress_ds_up_sub', 'distseq_create(text,integer,bigint,bigint,bigint,integer,integer,integer,name[],boolean)', 'EXECUTE') AS sub_may_create,
+       has_function_privilege('regress_ds_up', 'distseq_create_for_column(regclass,name,text,integer,bigint,bigint,integer,boolean)', 'EXECUTE') AS up_may_create_for_column,
+       has_function_privilege('public', 'distseq_create(text,integer,bigint,bigint,bigint,integer,integer,integer,name[],boolean)', 'EXECUTE') AS public_may_create,
+       has_function_privilege('public', 'distseq_create_for_column(regclass,name,text,integer,bigint,bigint,integer,boolean)', 'EXECUTE') AS public_may_create_for_column,
+       has_function_privilege('public', 'distseq_lastval()', 'EXECUTE') AS public_lastval;
+SELECT p.proname, pg_get_userbyid(a.grantee) AS initial_grantee, a.privilege_type
+FROM pg_init_privs i
+JOIN pg_proc p ON p.oid = i.objoid
+CROSS JOIN aclexplode(i.initprivs) a
+WHERE i.classoid = 'pg_proc'::regclass
+  AND p.proname IN ('distseq_create', 'distseq_create_for_column')
+  AND a.grantee <> p.proowner;
+-- the role calls them, with the new argument too
+CREATE TABLE up_tab (id bigint);
+ALTER TABLE up_tab OWNER TO regress_ds_up;
+SET ROLE regress_ds_up;
+SELECT distseq_create('up_by_role_15', if_not_exists => true);
+SELECT distseq_create('up_by_role_16');
+SELECT distseq_create_for_column('up_tab', 'id');
+SELECT distseq_create_for_column('up_tab', 'id', if_not_exists => true);
+RESET ROLE;
+SET ROLE regress_ds_up_sub;
+SELECT distseq_create('up_by_sub', if_not_exists => true);
+RESET ROLE;
+-- the sequence keeps issuing above what it issued, and lastval follows
+SELECT distseq_nextval('upgraded') > :before_16 AS above_before,
+       distseq_lastval() = distseq_currval('upgraded') AS lastval_is_currval;
+
+DROP TABLE up_tab;
 REVOKE ALL ON FUNCTION distseq_rejoin(text) FROM regress_ds_up;
 REVOKE ALL ON FUNCTION distseq.distseq_peer_state() FROM regress_ds_up;
 DROP EXTENSION distseq CASCADE;
+DROP ROLE regress_ds_up_sub;
 DROP ROLE regress_ds_up;

@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * nextval.c
- *	  distseq_nextval() and distseq_currval(): the hot path and the
- *	  backend-local cache that resolves a sequence name once.
+ *	  distseq_nextval(), distseq_currval() and distseq_lastval(): the hot
+ *	  path and the backend-local cache that resolves a sequence name once.
  *
  * A call site keeps a pointer to its LocalSeq in fn_extra.  Where the name
  * is a constant of the call's own expression, the pointer is trusted as it
@@ -111,6 +111,13 @@ typedef struct SiteHint
 static HTAB *local_seqs = NULL;
 static SiteHint site_hints[SITE_HINTS];
 
+/*
+ * The sequence this session drew from last, for distseq_lastval(): its
+ * entry holds the value.  Set after every successful draw, cleared by
+ * DISCARD.  Entries of local_seqs that ever had a value are never removed.
+ */
+static LocalSeq *last_used = NULL;
+
 /* bumped by every invalidation that forgets a privilege check */
 static uint64 acl_resets = 0;
 
@@ -202,6 +209,7 @@ distseq_local_discard(void)
 	hash_seq_init(&status, local_seqs);
 	while ((ls = hash_seq_search(&status)) != NULL)
 		ls->last_gen = 0;
+	last_used = NULL;
 }
 
 /* Called at every transaction's end: keep it cheap */
@@ -682,6 +690,7 @@ distseq_nextval(PG_FUNCTION_ARGS)
 
 	ls->last = slot;
 	ls->last_gen = ls->gen;
+	last_used = ls;
 	PG_RETURN_INT64(DISTSEQ_VALUE(slot, ls->def.stripes, ls->def.stripe));
 }
 
@@ -701,5 +710,52 @@ distseq_currval(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("currval of distseq sequence \"%s\" is not yet defined in this session",
 						ls->name)));
+	PG_RETURN_INT64(DISTSEQ_VALUE(ls->last, ls->def.stripes, ls->def.stripe));
+}
+
+/*
+ * As native lastval(): the last sequence this session drew from may since
+ * have been dropped, or dropped and created again under its name, which
+ * makes a new sequence whose values this session never got.
+ */
+pg_noreturn static void
+lastval_undefined(const LocalSeq *ls)
+{
+	if (ls == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("distseq_lastval is not yet defined in this session")));
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("distseq_lastval is not yet defined in this session"),
+			 errdetail("The distseq sequence \"%s\" that this session drew from last has been dropped.",
+					   ls->name)));
+}
+
+PG_FUNCTION_INFO_V1(distseq_lastval);
+
+Datum
+distseq_lastval(PG_FUNCTION_ARGS)
+{
+	LocalSeq   *ls = last_used;
+
+	distseq_check_loaded();
+	if (ls == NULL || ls->last_gen == 0)
+		lastval_undefined(NULL);
+
+	/*
+	 * local_prepare() reports a sequence gone as not existing: look first,
+	 * when a drop may have been seen since the draw.
+	 */
+	if (!ls->valid)
+	{
+		DistseqDef	def;
+
+		if (!distseq_catalog_lookup(ls->name, &def) || def.gen != ls->last_gen)
+			lastval_undefined(ls);
+	}
+	local_prepare(ls, ACL_SELECT | ACL_USAGE);
+	if (ls->last_gen != ls->gen)
+		lastval_undefined(ls);
 	PG_RETURN_INT64(DISTSEQ_VALUE(ls->last, ls->def.stripes, ls->def.stripe));
 }

@@ -9,6 +9,11 @@
  * dropping are ordinary transactional DDL.  Values are reserved only by
  * the refill worker.
  *
+ * With if_not_exists, a sequence of the name that exists already is left
+ * as it is, whatever it was created with, as CREATE SEQUENCE IF NOT EXISTS
+ * does; unlike it, a creation that waited for a concurrent one of the same
+ * name and lost finds the winner and skips too.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -17,6 +22,7 @@
 #include "compat.h"
 
 #include "access/htup_details.h"
+#include "access/xact.h"
 #include "catalog/pg_attribute.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
@@ -27,6 +33,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/resowner.h"
 #include "utils/syscache.h"
 
 #define DISTSEQ_MAX_VALUE	(PG_INT64_MAX - 1)
@@ -83,14 +90,85 @@ check_servers(ArrayType *servers, int32 stripes)
 	}
 }
 
-/* Check the arguments common to both creators and create the sequence */
+pg_noreturn static void
+report_exists(const char *name)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_DUPLICATE_OBJECT),
+			 errmsg("distseq sequence \"%s\" already exists", name)));
+}
+
 static void
-create_sequence(const char *name, int32 block_size, int64 window_size,
-				int64 start_value, int64 max_value, int32 min_open,
-				int32 stripes, int32 stripe, Datum servers)
+report_skipping(const char *name)
+{
+	ereport(NOTICE,
+			(errcode(ERRCODE_DUPLICATE_OBJECT),
+			 errmsg("distseq sequence \"%s\" already exists, skipping", name)));
+}
+
+/*
+ * Create the sequence in a subtransaction.  A creation of the same name in
+ * a transaction that was under way when ours looked makes ours wait on the
+ * unique index of the names, and fail there when that transaction commits:
+ * then the sequence that transaction made is found, and ours skips or
+ * reports it like any other that exists.  Returns whether it created one.
+ */
+static bool
+create_or_find(const char *name, bool if_not_exists, int32 block_size,
+			   int64 window_size, int64 start_value, int64 max_value,
+			   int32 min_open, int32 stripes, int32 stripe, Datum servers)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+	ErrorData  *volatile edata = NULL;
+	DistseqDef	def;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		distseq_catalog_create(name, GetUserId(), block_size, window_size,
+							   start_value, max_value, min_open, stripes,
+							   stripe, servers);
+		ReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_CATCH();
+	{
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		MemoryContextSwitchTo(cxt);
+		CurrentResourceOwner = owner;
+	}
+	PG_END_TRY();
+	if (edata == NULL)
+		return true;
+
+	/* in read committed, the lookup sees what the winner committed */
+	if (edata->sqlerrcode != ERRCODE_UNIQUE_VIOLATION ||
+		!distseq_catalog_lookup(name, &def))
+		ReThrowError(edata);
+	if (!if_not_exists)
+		report_exists(name);
+	report_skipping(name);
+	return false;
+}
+
+/*
+ * Check the arguments common to both creators and create the sequence, or
+ * skip one that exists when if_not_exists.  Returns whether it created one.
+ */
+static bool
+create_sequence(const char *name, bool if_not_exists, int32 block_size,
+				int64 window_size, int64 start_value, int64 max_value,
+				int32 min_open, int32 stripes, int32 stripe, Datum servers)
 {
 	int64		first;
 	int64		last;
+	DistseqDef	def;
 
 	distseq_check_name(name);
 	check_positive(block_size, "block_size");
@@ -131,9 +209,16 @@ create_sequence(const char *name, int32 block_size, int64 window_size,
 	if (servers != (Datum) 0)
 		check_servers(DatumGetArrayTypeP(servers), stripes);
 
-	distseq_catalog_create(name, GetUserId(), block_size, window_size,
-						   start_value, max_value, min_open, stripes, stripe,
-						   servers);
+	if (distseq_catalog_lookup(name, &def))
+	{
+		if (!if_not_exists)
+			report_exists(name);
+		report_skipping(name);
+		return false;
+	}
+	return create_or_find(name, if_not_exists, block_size, window_size,
+						  start_value, max_value, min_open, stripes, stripe,
+						  servers);
 }
 
 static bool
@@ -200,6 +285,8 @@ distseq_create(PG_FUNCTION_ARGS)
 				 errmsg("distseq sequence name must not be null")));
 
 	create_sequence(text_to_cstring(PG_GETARG_TEXT_PP(0)),
+	/* if_not_exists came with 1.6 */
+					PG_NARGS() > 9 && ARG_OR(9, PG_GETARG_BOOL, false),
 					ARG_OR(1, PG_GETARG_INT32, distseq_default_block_size),
 					ARG_OR(2, PG_GETARG_INT64, 100000),
 					ARG_OR(3, PG_GETARG_INT64, 1),
@@ -218,7 +305,8 @@ PG_FUNCTION_INFO_V1(distseq_create_for_column);
 /*
  * Create a sequence that starts above the values a column already holds
  * and make it the column's default, replacing a serial default or an
- * identity.  Returns the sequence's name.
+ * identity.  Returns the sequence's name.  With if_not_exists, a sequence
+ * of that name that exists leaves the table and its default as they are.
  */
 Datum
 distseq_create_for_column(PG_FUNCTION_ARGS)
@@ -231,6 +319,8 @@ distseq_create_for_column(PG_FUNCTION_ARGS)
 	int64		type_max;
 	int64		max_value;
 	char		relkind;
+	bool		if_not_exists;
+	DistseqDef	def;
 
 	distseq_check_loaded();
 	distseq_check_writable("distseq_create_for_column()");
@@ -259,6 +349,17 @@ distseq_create_for_column(PG_FUNCTION_ARGS)
 
 	name = PG_ARGISNULL(2) ? psprintf("%s_%s", get_rel_name(relid), column)
 		: text_to_cstring(PG_GETARG_TEXT_PP(2));
+	/* if_not_exists came with 1.6 */
+	if_not_exists = PG_NARGS() > 7 && ARG_OR(7, PG_GETARG_BOOL, false);
+	if (if_not_exists)
+	{
+		distseq_check_name(name);
+		if (distseq_catalog_lookup(name, &def))
+		{
+			report_skipping(name);
+			PG_RETURN_TEXT_P(cstring_to_text(name));
+		}
+	}
 	relname = quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)),
 										 get_rel_name(relid));
 
@@ -283,13 +384,14 @@ distseq_create_for_column(PG_FUNCTION_ARGS)
 				 errmsg("column \"%s\" already holds the value " INT64_FORMAT ", not below max_value " INT64_FORMAT,
 						column, max_in_use, max_value)));
 
-	create_sequence(name,
-					ARG_OR(3, PG_GETARG_INT32, distseq_default_block_size),
-					ARG_OR(4, PG_GETARG_INT64, 100000),
-					Max(max_in_use + 1, 1),
-					max_value,
-					ARG_OR(6, PG_GETARG_INT32, 2),
-					1, 0, (Datum) 0);
+	if (!create_sequence(name, if_not_exists,
+						 ARG_OR(3, PG_GETARG_INT32, distseq_default_block_size),
+						 ARG_OR(4, PG_GETARG_INT64, 100000),
+						 Max(max_in_use + 1, 1),
+						 max_value,
+						 ARG_OR(6, PG_GETARG_INT32, 2),
+						 1, 0, (Datum) 0))
+		PG_RETURN_TEXT_P(cstring_to_text(name));
 
 	/* as the caller, who owns the table */
 	if (SPI_connect() != SPI_OK_CONNECT)
