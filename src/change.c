@@ -952,6 +952,10 @@ change_add(const char *schema, DistseqNodeState *st, const char *server_name, Oi
 	RemoteConn *rc;
 	DistseqRemoteResult *res;
 	bool		fresh;
+	int64		epoch;
+	const int64 *its_members;
+	int			nits;
+	bool		in_own;
 	int64	   *members;
 	Oid			types[3] = {TEXTOID, INT8OID, INT8OID};
 	Datum		values[3];
@@ -962,17 +966,21 @@ change_add(const char *schema, DistseqNodeState *st, const char *server_name, Oi
 	strlcpy(peer.name, server_name, NAMEDATALEN);
 	rc = distseq_peer_connect(&peer);
 	res = distseq_remote_query(rc,
-							   psprintf("SELECT node_id, NOT pending AND ((epoch OPERATOR(pg_catalog.=) 0"
-										" AND pg_catalog.cardinality(members) OPERATOR(pg_catalog.=) 1"
-										" AND NOT EXISTS"
-										"  (SELECT 1 FROM %1$s.distseq_peer_sequences() WHERE has_windows))"
-										" OR (epoch OPERATOR(pg_catalog.>) 0"
-										"     AND node_id OPERATOR(pg_catalog.<>) ALL (members)))"
+							   psprintf("SELECT node_id, epoch, members, pending, EXISTS"
+										"  (SELECT 1 FROM %1$s.distseq_peer_sequences() WHERE has_windows)"
 										" FROM %1$s.distseq_peer_state()",
 										distseq_remote_schema(rc)),
-							   0, NULL, "lb", 1);
+							   0, NULL, "llabb", 1);
 	peer.node_id = distseq_remote_int8(res, 0, 0);
-	fresh = distseq_remote_bool(res, 0, 1);
+	epoch = distseq_remote_int8(res, 0, 1);
+	its_members = distseq_remote_int8s(res, 0, 2, &nits);
+	in_own = false;
+	for (int i = 0; i < nits; i++)
+		in_own |= its_members[i] == peer.node_id;
+	/* never in a group and no window; or out of the group it was in */
+	fresh = !distseq_remote_bool(res, 0, 3) &&
+		((epoch == 0 && nits == 1 && in_own && !distseq_remote_bool(res, 0, 4)) ||
+		 (epoch > 0 && !in_own));
 	if (peer.node_id == st->node_id)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
