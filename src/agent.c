@@ -54,6 +54,11 @@ typedef struct Member
 	DistseqPeer *peer;			/* NULL for this node */
 	bool		reachable;
 	bool		in_epoch;		/* in the epoch this node believes in */
+	bool		left_us;		/* active in a later one without this node */
+	int64		epoch;			/* as it answered */
+	int64		epoch_id;
+	int			nmembers;
+	const int64 *members;
 	bool		has_sequence;
 	int64		hwm;
 	char	   *error;
@@ -194,18 +199,31 @@ agent_read(const char *schema, AgentSeq *seq, DistseqNodeState *st,
 		DistseqRemoteResult *res;
 
 		m->in_epoch = false;
-		res = member_exec(m, "SELECT s.sequence_name IS NOT NULL, n.epoch, n.epoch_id"
+		m->left_us = false;
+		/* "pending" through jsonb: not in version 1.3's row */
+		res = member_exec(m, "SELECT s.sequence_name IS NOT NULL, n.epoch, n.epoch_id, n.members,"
+						  " (pg_catalog.to_jsonb(n) OPERATOR(pg_catalog.->>) 'pending')::pg_catalog.bool"
 						  " FROM %1$s.distseq_peer_state() n"
 						  " LEFT JOIN %1$s.distseq_peer_sequences() s"
 						  " ON s.sequence_name OPERATOR(pg_catalog.=) $1::pg_catalog.text",
-						  1, params, "bll");
+						  1, params, "bllab?");
 		if (res == NULL)
 			continue;
 		m->has_sequence = distseq_remote_bool(res, 0, 0);
-		m->in_epoch = distseq_remote_int8(res, 0, 1) == st->epoch &&
-			distseq_remote_int8(res, 0, 2) == st->epoch_id;
+		m->epoch = distseq_remote_int8(res, 0, 1);
+		m->epoch_id = distseq_remote_int8(res, 0, 2);
+		m->members = distseq_remote_int8s(res, 0, 3, &m->nmembers);
+		m->in_epoch = m->epoch == st->epoch && m->epoch_id == st->epoch_id;
 		if (!m->in_epoch)
+		{
+			bool		has_us = false;
+
+			for (int j = 0; j < m->nmembers; j++)
+				has_us |= m->members[j] == st->node_id;
+			m->left_us = m->epoch > st->epoch && !has_us &&
+				!distseq_remote_isnull(res, 0, 4) && !distseq_remote_bool(res, 0, 4);
 			continue;
+		}
 		/* a member without the sequence answers with its seed, if any */
 		res = member_exec(m, "SELECT hwm FROM %s.distseq_peer_hwm($1::pg_catalog.text)",
 						  1, params, "l?");
@@ -222,6 +240,34 @@ agent_read(const char *schema, AgentSeq *seq, DistseqNodeState *st,
 		read++;
 	}
 	return read;
+}
+
+/*
+ * No majority in this node's membership: is it because the group went on
+ * without this node, removed while it could not hear of it?  Only if a
+ * majority of its members answered that they are active in later
+ * memberships that leave it out (distseq_change_learn says why that is
+ * proof).  Then this node takes the newest of them, and is out.
+ */
+static bool
+agent_learn(const char *schema, DistseqNodeState *st, Member *ms, int n)
+{
+	Member	   *newest = NULL;
+	int			said = 0;
+
+	if (st->pending || !distseq_is_member(st, st->node_id))
+		return false;
+	for (int i = 0; i < n; i++)
+	{
+		if (!ms[i].left_us)
+			continue;
+		said++;
+		if (newest == NULL || ms[i].epoch > newest->epoch)
+			newest = &ms[i];
+	}
+	return said >= majority(st) &&
+		distseq_change_learn(schema, st, newest->epoch, newest->epoch_id,
+							 newest->members, newest->nmembers, newest->node_id);
 }
 
 /* Create the sequence on members in our epoch that lack it, at mark "top" */
@@ -260,7 +306,8 @@ typedef enum AgentOutcome
 {
 	AGENT_DONE,					/* enough open windows, or no slot left */
 	AGENT_WON,					/* won a window; there may be more to win */
-	AGENT_LOST					/* another agent won this round */
+	AGENT_LOST,					/* another agent won this round */
+	AGENT_OUT					/* learned this node is out of its group */
 } AgentOutcome;
 
 /*
@@ -396,8 +443,18 @@ agent_step(const char *name)
 		int			read;
 
 		distseq_node_state(schema, &st);
+		/* a change may have left this node out since the pass began */
+		if (!distseq_is_member(&st, st.node_id))
+			distseq_not_member_error(schema, &st);
 		ms = agent_members(schema, &st, &n);
 		read = agent_read(schema, seq, &st, ms, n, &top);
+		if (read < majority(&st) && agent_learn(schema, &st, ms, n))
+		{
+			/* committed, the next step says so */
+			SPI_finish();
+			distseq_xact_commit();
+			return AGENT_OUT;
+		}
 		if (read < majority(&st))
 			no_majority(seq, &st, read, ms, n);
 		agent_introduce(seq, ms, n, top);
@@ -430,6 +487,9 @@ agent_sequence(const char *name)
 		distseq_worker_serve_refills();
 		if (outcome == AGENT_DONE)
 			return;
+		/* the next step says why */
+		if (outcome == AGENT_OUT)
+			continue;
 		if (outcome == AGENT_WON)
 		{
 			lost = 0;
@@ -454,10 +514,7 @@ agent_check_member(const char *schema)
 
 	distseq_node_state(schema, &st);
 	if (!distseq_is_member(&st, st.node_id))
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("this distseq node is no longer a member of its group"),
-				 errdetail("It serves the windows it has and never opens another.")));
+		distseq_not_member_error(schema, &st);
 	if (st.pending)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
@@ -581,6 +638,9 @@ distseq_maintain(PG_FUNCTION_ARGS)
 						 HASH_ELEM | HASH_CONTEXT | DISTSEQ_HASH_STRINGS);
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
+	/* a node that knows it is out says so here, in full (the hint too) */
+	if (distseq_catalog_minor() >= 3)
+		distseq_check_in_group(schema);
 	distseq_spi_exec(count_sql, 0, NULL, NULL, SPI_OK_SELECT);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{

@@ -898,6 +898,9 @@ distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
 								  distseq_hwm_expr(schema), schema),
 						 2, ntypes, nvalues, SPI_OK_SELECT);
 		*need_windows = distseq_spi_int8(0, 1) == 1;
+		/* out of its group, the agent never opens one: say so at once */
+		if (*need_windows)
+			distseq_check_in_group(schema);
 	}
 
 	types[0] = INT8OID;

@@ -36,7 +36,10 @@
  * every member of E1 is active, or a later change supersedes it.
  *
  * A member that leaves takes no part in E1: it keeps serving its open
- * windows and never wins a window again (only it is left in E0).
+ * windows and never wins a window again (only it is left in E0).  One that
+ * could not hear of it learns it when it is back (distseq_change_learn);
+ * once it knows, it may join again as a fresh node does.  The members
+ * forget its server as they become active in E1.
  *
  *-------------------------------------------------------------------------
  */
@@ -117,6 +120,11 @@ check_minor(void)
  * a group, distseq_has_peers).  Making windows alone updates the node row
  * (distseq_note_windows): a join that waited for that row checks the flag
  * again when it goes on, which a check of distseq_windows would not do.
+ * Or it moves from being out of the group it was in, not pending: every
+ * window it ever won was won in a membership before the one that left it
+ * out, so lies below the marks phase two gives it, and it can win no other
+ * (distseq_not_member_error).  A member removed while it could not hear of
+ * it is not out here until it has learned so (distseq_change_learn).
  */
 static void
 change_move(const char *schema, int64 epoch, int64 epoch_id, int64 new_epoch,
@@ -151,15 +159,15 @@ change_move(const char *schema, int64 epoch, int64 epoch_id, int64 new_epoch,
 							  " WHERE n.node_id = $7 AND %2$s",
 							  schema,
 							  join ?
-							  "n.epoch = 0 AND NOT n.pending AND n.members = ARRAY[n.node_id]"
-							  " AND NOT n.made_windows" :
+							  "NOT n.pending AND ((n.epoch = 0 AND n.members = ARRAY[n.node_id]"
+							  " AND NOT n.made_windows) OR (n.epoch > 0 AND n.node_id <> ALL (n.members)))" :
 							  "n.epoch = $1 AND n.epoch_id = $2 AND NOT n.pending"),
 					 7, types, values, SPI_OK_UPDATE);
 	if (SPI_processed != 1 && join)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("this distseq node cannot join: it is not fresh"),
-				 errdetail("A node joins only before it has peers or windows of its own, so that no value it issued can collide.")));
+				 errdetail("A node joins only before it has peers or windows of its own, or once it knows it is no longer a member of its group, so that no value it issued can collide.")));
 	if (SPI_processed != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
@@ -379,16 +387,37 @@ change_activate(const char *schema, Datum *args)
 
 PG_FUNCTION_INFO_V1(distseq_peer_activate);
 
+/*
+ * On a member the proposer activates, the servers of the members the new
+ * membership leaves out are forgotten with it (the proposer forgets them
+ * once the change is finished, change_finished), so that distseq_peers
+ * does not list them for good.  Only those this node knew as members: a
+ * server registered for any other node stays.
+ */
 Datum
 distseq_peer_activate(PG_FUNCTION_ARGS)
 {
+	const char *schema;
+	Oid			types[2] = {INT8OID, INT8ARRAYOID};
 	Datum		args[8];
+	Datum		values[2];
 
 	distseq_check_writable("distseq_peer_activate()");
 	for (int i = 0; i < 8; i++)
 		args[i] = PG_GETARG_DATUM(i);
+	values[0] = args[7];
+	values[1] = args[4];
 	distseq_spi_connect();
-	change_activate(distseq_catalog_schema(), args);
+	schema = distseq_catalog_schema();
+	/* before the node row is changed: it says who were members */
+	distseq_spi_exec(psprintf("DELETE FROM %1$s.distseq_peer p USING %1$s.distseq_node n"
+							  " WHERE n.node_id = $1 AND p.node_id <> n.node_id"
+							  "   AND (p.node_id = ANY (n.members)"
+							  "        OR p.node_id = ANY (COALESCE(n.prev_members, '{}')))"
+							  "   AND p.node_id <> ALL ($2)", schema),
+					 2, types, values, SPI_OK_DELETE);
+	/* an error here (not this node, not its group) undoes the delete too */
+	change_activate(schema, args);
 	SPI_finish();
 	PG_RETURN_VOID();
 }
@@ -456,6 +485,9 @@ change_propose(const char *schema, DistseqNodeState *st, int64 *members, int nme
 	char	   *first_error = NULL;
 	ListCell   *lc;
 
+	/* a node out of its group proposes nothing to it: it is no member */
+	if (!distseq_is_member(st, st->node_id))
+		distseq_not_member_error(schema, st);
 	/* registering the server of a member is fine meanwhile (change_recover) */
 	if (st->pending)
 		ereport(ERROR,
@@ -745,10 +777,34 @@ change_finish(const char *schema)
 }
 
 /*
+ * Out of a decided change that left this node out: active in nothing, it
+ * keeps the membership that left it out, and in "proposer" who said so
+ * (distseq_not_member_error).  SPI connected.
+ */
+static void
+change_left_out(const char *schema, DistseqNodeState *st)
+{
+	Oid			types[2] = {INT8OID, INT8OID};
+	Datum		values[2] = {Int64GetDatum(st->epoch), Int64GetDatum(st->epoch_id)};
+
+	distseq_spi_exec(psprintf("UPDATE %s.distseq_node SET pending = false, prev_epoch = NULL,"
+							  " prev_epoch_id = NULL, prev_members = NULL"
+							  " WHERE epoch = $1 AND epoch_id = $2 AND pending"
+							  "   AND node_id <> ALL (members)", schema),
+					 2, types, values, SPI_OK_UPDATE);
+	if (SPI_processed == 1)
+		ereport(LOG,
+				(errmsg("distseq membership " INT64_FORMAT " proposed by node " INT64_FORMAT " was decided without this server; it is no longer a member of the group",
+						st->epoch, st->proposer)));
+}
+
+/*
  * A member left pending by a change another node proposed: if the proposer
  * says the change was never decided, go back.  If it was decided, the
- * proposer activates this node.  Returns why nothing could be done, or
- * NULL.  SPI connected.
+ * proposer activates this node; or, if the change left this node out, it
+ * is out for good and waits for no one: no longer pending, so that the
+ * members do not show it pending, and so that it may join again.  Returns
+ * why nothing could be done, or NULL.  SPI connected.
  */
 static char *
 change_recover(const char *schema, DistseqNodeState *st)
@@ -771,6 +827,11 @@ change_recover(const char *schema, DistseqNodeState *st)
 		return psprintf("could not ask the proposer of membership " INT64_FORMAT ": %s",
 						st->epoch, error);
 	decided = distseq_remote_bool(res, 0, 0);
+	if (decided && !distseq_is_member(st, st->node_id))
+	{
+		change_left_out(schema, st);
+		return NULL;
+	}
 	if (decided)
 		return NULL;
 	if (change_revert(schema, st->epoch, st->epoch_id))
@@ -778,6 +839,51 @@ change_recover(const char *schema, DistseqNodeState *st)
 				(errmsg("distseq membership " INT64_FORMAT " proposed by node " INT64_FORMAT " was abandoned; this node is back in the membership before it",
 						st->epoch, st->proposer)));
 	return NULL;
+}
+
+/*
+ * A member removed while it could not hear of it learns so when it is
+ * back: the agent (agent.c) found a majority of the members it knows
+ * active in later memberships that leave it out.  A member is active in a
+ * membership only once its change was decided, and nothing makes this node
+ * a member again but a join, which would have changed this row: so it is
+ * out.  A stale member is in no later membership, and fewer than a
+ * majority of them, hostile or not, cannot say so.  This node takes the
+ * newest of those memberships, as a member removed while reachable holds
+ * the one that left it out, with the member that answered with it in
+ * "proposer" (distseq_not_member_error).  Returns false if this node's
+ * view changed meanwhile.  SPI connected.
+ */
+bool
+distseq_change_learn(const char *schema, DistseqNodeState *st, int64 epoch, int64 epoch_id,
+					 const int64 *members, int nmembers, int64 informant)
+{
+	Oid			types[6] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8ARRAYOID, INT8OID};
+	Datum		values[6];
+
+	/* version 1.3 keeps no more than the membership: nothing to learn */
+	if (distseq_catalog_minor() < 4)
+		return false;
+	distseq_node_verify(schema);
+	values[0] = Int64GetDatum(st->epoch);
+	values[1] = Int64GetDatum(st->epoch_id);
+	values[2] = Int64GetDatum(epoch);
+	values[3] = Int64GetDatum(epoch_id);
+	values[4] = distseq_int8_array((int64 *) members, nmembers);
+	values[5] = Int64GetDatum(informant);
+	/* the update waits for compare-and-sets in flight here, as a change's */
+	distseq_spi_exec(psprintf("UPDATE %s.distseq_node SET epoch = $3, epoch_id = $4, members = $5,"
+							  " pending = false, proposer = $6, prev_epoch = NULL,"
+							  " prev_epoch_id = NULL, prev_members = NULL"
+							  " WHERE epoch = $1 AND epoch_id = $2 AND NOT pending AND $3 > epoch"
+							  "   AND node_id = ANY (members) AND node_id <> ALL ($5)", schema),
+					 6, types, values, SPI_OK_UPDATE);
+	if (SPI_processed != 1)
+		return false;
+	ereport(LOG,
+			(errmsg("distseq: this server is no longer a member of its group: a majority of the members of membership " INT64_FORMAT " are in later ones without it, node " INT64_FORMAT " in membership " INT64_FORMAT,
+					st->epoch, informant, epoch)));
+	return true;
 }
 
 /*
@@ -846,6 +952,10 @@ change_add(const char *schema, DistseqNodeState *st, const char *server_name, Oi
 	RemoteConn *rc;
 	DistseqRemoteResult *res;
 	bool		fresh;
+	int64		epoch;
+	const int64 *its_members;
+	int			nits;
+	bool		in_own;
 	int64	   *members;
 	Oid			types[3] = {TEXTOID, INT8OID, INT8OID};
 	Datum		values[3];
@@ -856,15 +966,21 @@ change_add(const char *schema, DistseqNodeState *st, const char *server_name, Oi
 	strlcpy(peer.name, server_name, NAMEDATALEN);
 	rc = distseq_peer_connect(&peer);
 	res = distseq_remote_query(rc,
-							   psprintf("SELECT node_id, epoch OPERATOR(pg_catalog.=) 0"
-										" AND pg_catalog.cardinality(members) OPERATOR(pg_catalog.=) 1"
-										" AND NOT pending AND NOT EXISTS"
+							   psprintf("SELECT node_id, epoch, members, pending, EXISTS"
 										"  (SELECT 1 FROM %1$s.distseq_peer_sequences() WHERE has_windows)"
 										" FROM %1$s.distseq_peer_state()",
 										distseq_remote_schema(rc)),
-							   0, NULL, "lb", 1);
+							   0, NULL, "llabb", 1);
 	peer.node_id = distseq_remote_int8(res, 0, 0);
-	fresh = distseq_remote_bool(res, 0, 1);
+	epoch = distseq_remote_int8(res, 0, 1);
+	its_members = distseq_remote_int8s(res, 0, 2, &nits);
+	in_own = false;
+	for (int i = 0; i < nits; i++)
+		in_own |= its_members[i] == peer.node_id;
+	/* never in a group and no window; or out of the group it was in */
+	fresh = !distseq_remote_bool(res, 0, 3) &&
+		((epoch == 0 && nits == 1 && in_own && !distseq_remote_bool(res, 0, 4)) ||
+		 (epoch > 0 && !in_own));
 	if (peer.node_id == st->node_id)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -886,7 +1002,8 @@ change_add(const char *schema, DistseqNodeState *st, const char *server_name, Oi
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("server \"%s\" cannot join: it is not a fresh node", server_name),
-				 errdetail("A node joins only before it has peers or windows of its own, so that no value it issued can collide.")));
+				 errdetail("A node joins only before it has peers or windows of its own, or once it knows it is no longer a member of its group, so that no value it issued can collide."),
+				 errhint("A member removed while it was unreachable learns it when it is back and reaches a majority of the members it knew; its distseq_maintain() then says it is no longer a member.")));
 	members = palloc(sizeof(int64) * (st->nmembers + 1));
 	memcpy(members, st->members, sizeof(int64) * st->nmembers);
 	members[st->nmembers] = peer.node_id;
@@ -911,7 +1028,8 @@ change_remove(const char *schema, DistseqNodeState *st, const char *server_name)
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("server \"%s\" is not a distseq peer of this node", server_name)));
 	node_id = distseq_spi_int8(0, 1);
-	if (distseq_is_member(st, node_id))
+	/* out of its group, a node has no members to remove: it forgets */
+	if (distseq_is_member(st, node_id) && distseq_is_member(st, st->node_id))
 	{
 		members = palloc(sizeof(int64) * st->nmembers);
 		for (int i = 0; i < st->nmembers; i++)

@@ -357,6 +357,8 @@ extern bool distseq_is_member(DistseqNodeState *st, int64 node_id);
 extern Datum distseq_int8_array(int64 *vals, int n);
 extern int64 *distseq_int8_values(Datum d, int *n);
 extern bool distseq_has_peers(const char *schema);
+extern void distseq_not_member_error(const char *schema, DistseqNodeState *st);
+extern void distseq_check_in_group(const char *schema);
 extern void distseq_note_windows(const char *schema, int minor);
 extern void distseq_node_verify(const char *schema);
 extern void distseq_node_state(const char *schema, DistseqNodeState *state);
@@ -374,6 +376,9 @@ extern bool distseq_member_cas(const char *schema, Datum name, int64 epoch,
 
 /* src/change.c */
 extern void distseq_change_resume(void);
+extern bool distseq_change_learn(const char *schema, DistseqNodeState *st, int64 epoch,
+								 int64 epoch_id, const int64 *members, int nmembers,
+								 int64 informant);
 extern char *distseq_change_run(char op, const char *server_name, Oid userid,
 								MemoryContext cxt);
 

@@ -92,6 +92,50 @@ distseq_is_member(DistseqNodeState *st, int64 node_id)
 }
 
 /*
+ * This node has been left out of its group: by a change it took part in,
+ * or by one it learned of when it was back (distseq_change_learn).  Out of
+ * a change, "proposer" names the member that made it or said so.  SPI
+ * connected.
+ */
+void
+distseq_not_member_error(const char *schema, DistseqNodeState *st)
+{
+	Oid			types[1] = {INT8OID};
+	Datum		values[1] = {Int64GetDatum(st->proposer)};
+	char	   *who = NULL;
+
+	if (st->proposer != 0)
+	{
+		distseq_spi_exec(psprintf("SELECT server_name::text FROM %s.distseq_peer WHERE node_id = $1",
+								  schema), 1, types, values, SPI_OK_SELECT);
+		who = SPI_processed == 1 ?
+			psprintf("distseq peer \"%s\"",
+					 SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1)) :
+			psprintf("node " INT64_FORMAT, st->proposer);
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("this server is no longer a member of the distseq group"),
+			 who ?
+			 errdetail("Membership " INT64_FORMAT " of the group does not include it, as %s said. It serves the windows it has and opens no other.",
+					   st->epoch, who) :
+			 errdetail("Membership " INT64_FORMAT " of the group does not include it. It serves the windows it has and opens no other.",
+					   st->epoch),
+			 errhint("Run distseq_add_peer() for this server on a member of the group to let it take part again.")));
+}
+
+/* Raise the error above on a node that is out of the group it was in */
+void
+distseq_check_in_group(const char *schema)
+{
+	DistseqNodeState st;
+
+	distseq_node_state(schema, &st);
+	if (!distseq_is_member(&st, st.node_id))
+		distseq_not_member_error(schema, &st);
+}
+
+/*
  * Has this node ever been in a group?  Then windows come only from the
  * agent, even once it is the last member.  Takes a share lock on the node
  * row, which orders window making here against a join (change.c).

@@ -1039,6 +1039,20 @@ distseq_remote_lookup(Oid serverid, Oid userid)
 	strlcpy(rc->name, server->servername, NAMEDATALEN);
 
 	/*
+	 * A peer that restarted since closed the session it had for us: found
+	 * out without waiting (the connection is non-blocking), so that this
+	 * call connects again instead of failing on the closed one.  Read
+	 * twice: a session that ends sends its FATAL error before it closes,
+	 * and that error, in no command, goes to the notice processor.
+	 */
+	for (int i = 0; i < 2 && rc->conn && PQstatus(rc->conn) == CONNECTION_OK &&
+		 PQtransactionStatus(rc->conn) == PQTRANS_IDLE; i++)
+	{
+		if (PQconsumeInput(rc->conn))
+			(void) PQisBusy(rc->conn);
+	}
+
+	/*
 	 * A command still in progress was left by an error or a cancel while
 	 * waiting for it; a changed distseq.remote_timeout is set at connect.
 	 */
