@@ -963,7 +963,18 @@ remote_usable(RemoteConn *rc)
 	if (rc->invalidated || PQstatus(rc->conn) != CONNECTION_OK ||
 		PQtransactionStatus(rc->conn) != PQTRANS_IDLE)
 		return false;
-	return PQconsumeInput(rc->conn) && PQstatus(rc->conn) == CONNECTION_OK;
+
+	/*
+	 * Twice: the FATAL message (in no command, parsed by PQisBusy() into
+	 * the notice processor) may come in one read and the close in the next.
+	 */
+	for (int i = 0; i < 2; i++)
+	{
+		if (!PQconsumeInput(rc->conn))
+			return false;
+		(void) PQisBusy(rc->conn);
+	}
+	return PQstatus(rc->conn) == CONNECTION_OK;
 }
 
 /*
@@ -1037,20 +1048,6 @@ distseq_remote_lookup(Oid serverid, Oid userid)
 	if (rc->busy)
 		elog(ERROR, "distseq: the connection to peer \"%s\" is in use", rc->name);
 	strlcpy(rc->name, server->servername, NAMEDATALEN);
-
-	/*
-	 * A peer that restarted since closed the session it had for us: found
-	 * out without waiting (the connection is non-blocking), so that this
-	 * call connects again instead of failing on the closed one.  Read
-	 * twice: a session that ends sends its FATAL error before it closes,
-	 * and that error, in no command, goes to the notice processor.
-	 */
-	for (int i = 0; i < 2 && rc->conn && PQstatus(rc->conn) == CONNECTION_OK &&
-		 PQtransactionStatus(rc->conn) == PQTRANS_IDLE; i++)
-	{
-		if (PQconsumeInput(rc->conn))
-			(void) PQisBusy(rc->conn);
-	}
 
 	/*
 	 * A command still in progress was left by an error or a cancel while
