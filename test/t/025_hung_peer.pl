@@ -19,84 +19,10 @@ use Test::More;
 use FindBin;
 use lib $FindBin::RealBin;
 use DistseqPeers;
-use IO::Select;
-use IO::Socket::INET;
-use POSIX ();
 use Time::HiRes qw(time);
 
 # distseq.remote_timeout, as peer_node sets it
 my $timeout = 2;
-
-# A proxy on loopback to $to_port, in a child process, for at most ten
-# minutes.  While the file $hang exists it passes nothing from the server
-# to the clients.
-sub start_proxy
-{
-	my ($to_port, $hang) = @_;
-	my $listen = IO::Socket::INET->new(
-		LocalAddr => '127.0.0.1',
-		LocalPort => 0,
-		Listen => 64,
-		ReuseAddr => 1) or die "proxy: $!";
-	my $port = $listen->sockport;
-	my $parent = $$;
-	my $pid = fork();
-	die "fork: $!" unless defined $pid;
-	if ($pid == 0)
-	{
-		$SIG{PIPE} = 'IGNORE';
-		# the test harness's handlers would run its END blocks (stopping
-		# the nodes) in this child: a signal just ends the proxy
-		$SIG{TERM} = $SIG{INT} = 'DEFAULT';
-		my (%other, %upstream);
-		my $end = time + 600;
-		while (time < $end && getppid() == $parent)
-		{
-			my $hung = -e $hang;
-			my $sel = IO::Select->new($listen,
-				grep { !($hung && $upstream{$_}) } values %other);
-			for my $s ($sel->can_read(0.05))
-			{
-				if ($s == $listen)
-				{
-					my $c = $listen->accept or next;
-					my $u = IO::Socket::INET->new(
-						PeerAddr => '127.0.0.1',
-						PeerPort => $to_port);
-					if (!$u)
-					{
-						close $c;
-						next;
-					}
-					$other{$c} = $u;
-					$other{$u} = $c;
-					$upstream{$u} = 1;
-					next;
-				}
-				my $to = $other{$s} or next;
-				my $n = sysread($s, my $buf, 65536);
-				if (!$n)
-				{
-					delete @other{ $s, $to };
-					delete @upstream{ $s, $to };
-					close $s;
-					close $to;
-					next;
-				}
-				my $off = 0;
-				while ($off < $n)
-				{
-					my $w = syswrite($to, $buf, $n - $off, $off);
-					last unless $w;
-					$off += $w;
-				}
-			}
-		}
-		POSIX::_exit(0);
-	}
-	close $listen;
-	return ($pid, $port);
-}
 
 my %node;
 $node{$_} = peer_node("hung_$_") for qw(a b c);
@@ -104,8 +30,8 @@ $node{d} = peer_node('hung_d', conf => "distseq.segment_lifetime = '1ms'\n");
 
 my $hang_ab = $node{a}->basedir . '/hang';
 my $hang_dc = $node{d}->basedir . '/hang';
-my ($proxy_ab, $port_ab) = start_proxy($node{b}->port, $hang_ab);
-my ($proxy_dc, $port_dc) = start_proxy($node{c}->port, $hang_dc);
+my ($proxy_ab, $port_ab) = tcp_proxy($node{b}->port, hang => $hang_ab);
+my ($proxy_dc, $port_dc) = tcp_proxy($node{c}->port, hang => $hang_dc);
 
 # a reaches b through the proxy; every other link is direct.
 $node{a}->safe_psql('postgres', qq(

@@ -19,86 +19,9 @@ use Test::More;
 use FindBin;
 use lib $FindBin::RealBin;
 use DistseqPeers;
-use IO::Select;
-use IO::Socket::INET;
-use POSIX ();
-use Socket qw(SOL_SOCKET SO_RCVBUF);
 use Time::HiRes qw(time);
 
 my $burst = 5000;
-
-# A proxy on loopback to $to_port, in a child process, for at most ten
-# minutes.  A connection accepted while the file $limit exists gets only as
-# many bytes from the server as the file says; the proxy then stops reading
-# from the server, whose sends fill the (small) buffers and wait.
-sub start_proxy
-{
-	my ($to_port, $limit) = @_;
-	my $listen = IO::Socket::INET->new(
-		LocalAddr => '127.0.0.1',
-		LocalPort => 0,
-		Listen => 16,
-		ReuseAddr => 1) or die "proxy: $!";
-	my $port = $listen->sockport;
-	my $parent = $$;
-	my $pid = fork();
-	die "fork: $!" unless defined $pid;
-	if ($pid == 0)
-	{
-		$SIG{PIPE} = 'IGNORE';
-		$SIG{TERM} = $SIG{INT} = 'DEFAULT';
-		my (%other, %budget);
-		my $end = time + 600;
-		while (time < $end && getppid() == $parent)
-		{
-			my $sel = IO::Select->new($listen,
-				grep { !defined $budget{$_} || $budget{$_} > 0 } values %other);
-			for my $s ($sel->can_read(0.05))
-			{
-				if ($s == $listen)
-				{
-					my $c = $listen->accept or next;
-					my $u = IO::Socket::INET->new(Proto => 'tcp') or next;
-					# no autotuned megabytes between the server and us
-					setsockopt($u, SOL_SOCKET, SO_RCVBUF, 65536);
-					if (!$u->connect(Socket::pack_sockaddr_in($to_port,
-								Socket::inet_aton('127.0.0.1'))))
-					{
-						close $c;
-						next;
-					}
-					$other{$c} = $u;
-					$other{$u} = $c;
-					$budget{$u} = 0 + slurp_file($limit) if -e $limit;
-					next;
-				}
-				my $to = $other{$s} or next;
-				my $max = defined $budget{$s} ? $budget{$s} : 65536;
-				$max = 65536 if $max > 65536;
-				my $n = sysread($s, my $buf, $max);
-				if (!$n)
-				{
-					delete @other{ $s, $to };
-					delete @budget{ $s, $to };
-					close $s;
-					close $to;
-					next;
-				}
-				$budget{$s} -= $n if defined $budget{$s};
-				my $off = 0;
-				while ($off < $n)
-				{
-					my $w = syswrite($to, $buf, $n - $off, $off);
-					last unless $w;
-					$off += $w;
-				}
-			}
-		}
-		POSIX::_exit(0);
-	}
-	close $listen;
-	return ($pid, $port);
-}
 
 sub draw
 {
@@ -139,7 +62,7 @@ my $limit = $primary->basedir . '/limit';
 open my $fh, '>', $limit or die;
 print $fh 1024 * 1024;
 close $fh;
-my ($proxy, $proxy_port) = start_proxy($primary->port, $limit);
+my ($proxy, $proxy_port) = tcp_proxy($primary->port, limit => $limit);
 
 my $standby = PostgreSQL::Test::Cluster->new('catchup_standby');
 $standby->init_from_backup($primary, 'bkp', has_streaming => 1);

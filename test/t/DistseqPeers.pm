@@ -6,8 +6,13 @@ use warnings;
 use Exporter 'import';
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use IO::Select;
+use IO::Socket::INET;
+use POSIX ();
+use Socket qw(SOL_SOCKET SO_RCVBUF);
+use Time::HiRes qw(time);
 
-our @EXPORT = qw(peer_node peer_server);
+our @EXPORT = qw(peer_node peer_server tcp_proxy);
 
 # A started node with distseq preloaded and installed, listening on
 # 127.0.0.1 with trust for loopback connections (and "hba" lines first);
@@ -45,6 +50,92 @@ sub peer_server
 		CREATE SERVER node_$to_name FOREIGN DATA WRAPPER distseq
 			OPTIONS (host '127.0.0.1', port '$port', dbname 'postgres');
 		CREATE USER MAPPING FOR CURRENT_USER SERVER node_$to_name OPTIONS (user 'postgres');));
+}
+
+# A TCP proxy on loopback to $to_port, in a child process, for at most ten
+# minutes; returns its pid and its port.  What it passes from the server to
+# the clients is ruled by files, looked at while it runs:
+#   hang => F   while F exists, nothing (on every connection, old and new,
+#               while it still accepts new ones and passes what clients send);
+#   limit => F  a connection accepted while F exists gets only as many bytes
+#               as F says; then the proxy stops reading from the server,
+#               whose sends fill the (small) buffers and wait.
+sub tcp_proxy
+{
+	my ($to_port, %opt) = @_;
+	my $listen = IO::Socket::INET->new(
+		LocalAddr => '127.0.0.1',
+		LocalPort => 0,
+		Listen => 64,
+		ReuseAddr => 1) or die "proxy: $!";
+	my $port = $listen->sockport;
+	my $parent = $$;
+	my $pid = fork();
+	die "fork: $!" unless defined $pid;
+	if ($pid == 0)
+	{
+		$SIG{PIPE} = 'IGNORE';
+		# the test harness's handlers would run its END blocks (stopping
+		# the nodes) in this child: a signal just ends the proxy
+		$SIG{TERM} = $SIG{INT} = 'DEFAULT';
+		my (%other, %upstream, %budget);
+		my $end = time + 600;
+		while (time < $end && getppid() == $parent)
+		{
+			my $hung = defined $opt{hang} && -e $opt{hang};
+			my $sel = IO::Select->new($listen,
+				grep {
+					!($upstream{$_}
+						&& ($hung || (defined $budget{$_} && $budget{$_} <= 0)))
+				} values %other);
+			for my $s ($sel->can_read(0.05))
+			{
+				if ($s == $listen)
+				{
+					my $c = $listen->accept or next;
+					my $u = IO::Socket::INET->new(Proto => 'tcp') or next;
+					# no autotuned megabytes between the server and us
+					setsockopt($u, SOL_SOCKET, SO_RCVBUF, 65536);
+					if (!$u->connect(Socket::pack_sockaddr_in($to_port,
+								Socket::inet_aton('127.0.0.1'))))
+					{
+						close $c;
+						next;
+					}
+					$other{$c} = $u;
+					$other{$u} = $c;
+					$upstream{$u} = 1;
+					$budget{$u} = 0 + slurp_file($opt{limit})
+					  if defined $opt{limit} && -e $opt{limit};
+					next;
+				}
+				my $to = $other{$s} or next;
+				my $max = defined $budget{$s} ? $budget{$s} : 65536;
+				$max = 65536 if $max > 65536;
+				my $n = sysread($s, my $buf, $max);
+				if (!$n)
+				{
+					delete @other{ $s, $to };
+					delete @upstream{ $s, $to };
+					delete @budget{ $s, $to };
+					close $s;
+					close $to;
+					next;
+				}
+				$budget{$s} -= $n if defined $budget{$s};
+				my $off = 0;
+				while ($off < $n)
+				{
+					my $w = syswrite($to, $buf, $n - $off, $off);
+					last unless $w;
+					$off += $w;
+				}
+			}
+		}
+		POSIX::_exit(0);
+	}
+	close $listen;
+	return ($pid, $port);
 }
 
 1;
