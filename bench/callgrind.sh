@@ -60,7 +60,7 @@ while [ $# -gt 0 ]; do
 		--keep) keep=1 ;;
 		--no-build) build=0 ;;
 		--pg) pg_major=$2; shift ;;
-		-h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+		-h|--help) script_usage "$0"; exit 0 ;;
 		*) echo "unknown option: $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -72,24 +72,12 @@ t_start=$(date +%s)
 log() { echo "== [$(( $(date +%s) - t_start ))s] $*" >&2; }
 
 command -v valgrind >/dev/null || { echo "valgrind is not installed (apt-get install valgrind)" >&2; exit 1; }
-distseq_install_packages
-[ -n "$pg_major" ] && { distseq_use_pg "$pg_major" || exit 1; }
-if [ $build -eq 1 ]; then
-	distseq_build_install "$here" || { echo "build of $here failed" >&2; exit 1; }
-fi
+bench_prepare $build "$pg_major"
 bench_cfloor_install "$here" || exit 1
 
 out=$here/bench/out
 mkdir -p "$out"
-work=$(mktemp -d /tmp/dscg.XXXXXX)
-chmod 755 "$work"
-mkdir -p "$work/cg"
-if [ "$(id -u)" -eq 0 ]; then
-	chown -R postgres "$work"
-	as_pg() { runuser -u postgres -- env LC_ALL=C.UTF-8 "$@"; }
-else
-	as_pg() { env LC_ALL=C.UTF-8 "$@"; }
-fi
+bench_workdir dscg cg
 port=54451
 psql_cg() { as_pg "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$work" -p $port -d bench "$@"; }
 

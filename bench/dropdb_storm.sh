@@ -40,7 +40,7 @@ while [ $# -gt 0 ]; do
 		--rate) rate=$2; shift ;;
 		--keep) keep=1 ;;
 		--no-build) build=0 ;;
-		-h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+		-h|--help) script_usage "$0"; exit 0 ;;
 		*) echo "unknown option: $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -49,21 +49,11 @@ done
 t_start=$(date +%s)
 log() { echo "== [$(( $(date +%s) - t_start ))s] $*" >&2; }
 
-distseq_install_packages
-if [ $build -eq 1 ]; then
-	distseq_build_install "$here" || { echo "build of $here failed" >&2; exit 1; }
-fi
+bench_prepare $build
 
 out=$here/bench/out
 mkdir -p "$out"
-work=$(mktemp -d /tmp/dsstorm.XXXXXX)
-chmod 755 "$work"
-if [ "$(id -u)" -eq 0 ]; then
-	chown postgres "$work"
-	as_pg() { runuser -u postgres -- env LC_ALL=C.UTF-8 "$@"; }
-else
-	as_pg() { env LC_ALL=C.UTF-8 "$@"; }
-fi
+bench_workdir dsstorm
 port=54451
 
 cleanup() {

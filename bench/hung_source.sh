@@ -34,25 +34,15 @@ while [ $# -gt 0 ]; do
 		--duration) duration=$2; shift ;;
 		--clients) clients=$2; shift ;;
 		--no-build) build=0 ;;
-		-h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+		-h|--help) script_usage "$0"; exit 0 ;;
 		*) echo "unknown option: $1" >&2; exit 2 ;;
 	esac
 	shift
 done
 
-distseq_install_packages
-if [ $build -eq 1 ]; then
-	distseq_build_install "$here" || { echo "build of $here failed" >&2; exit 1; }
-fi
+bench_prepare $build
 
-work=$(mktemp -d /tmp/dshung.XXXXXX)
-chmod 755 "$work"
-if [ "$(id -u)" -eq 0 ]; then
-	chown postgres "$work"
-	as_pg() { runuser -u postgres -- env LC_ALL=C.UTF-8 "$@"; }
-else
-	as_pg() { env LC_ALL=C.UTF-8 "$@"; }
-fi
+bench_workdir dshung
 port_s=54451
 port_d=54452
 stopped=

@@ -64,7 +64,7 @@ while [ $# -gt 0 ]; do
 		--keep) keep=1 ;;
 		--no-build) build=0 ;;
 		--pg) pg_major=$2; shift ;;
-		-h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+		-h|--help) script_usage "$0"; exit 0 ;;
 		*) echo "unknown option: $1" >&2; exit 2 ;;
 	esac
 	shift
@@ -77,11 +77,7 @@ commit=$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo none)$(git -C
 log() { echo "== [$(( $(date +%s) - t_start ))s] $*" >&2; }
 
 # ---------------------------------------------------------------- setup
-distseq_install_packages
-[ -n "$pg_major" ] && { distseq_use_pg "$pg_major" || exit 1; }
-if [ $build -eq 1 ]; then
-	distseq_build_install "$here" || { echo "build of $here failed" >&2; exit 1; }
-fi
+bench_prepare $build "$pg_major"
 bench_cfloor_install "$here" || exit 1
 if ! command -v gnuplot >/dev/null 2>&1; then
 	log "installing gnuplot-nox"
@@ -101,15 +97,7 @@ out=$here/bench/out
 mkdir -p "$out"
 rm -f "$out"/results.csv "$out"/bulk_raw.csv "$out"/pgbench_raw.csv "$out"/group_raw.csv "$out"/status.txt "$out"/meta.txt "$out"/tps.png "$out"/tps.dat "$out"/paired.txt
 
-work=$(mktemp -d /tmp/dsbench.XXXXXX)
-chmod 755 "$work"
-mkdir -p "$work/scripts" "$work/logs" "$work/lat"
-if [ "$(id -u)" -eq 0 ]; then
-	chown -R postgres "$work"
-	as_pg() { runuser -u postgres -- env LC_ALL=C.UTF-8 "$@"; }
-else
-	as_pg() { env LC_ALL=C.UTF-8 "$@"; }
-fi
+bench_workdir dsbench scripts logs lat
 port_a=54441
 port_b=54442
 

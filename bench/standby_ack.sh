@@ -38,28 +38,18 @@ while [ $# -gt 0 ]; do
 		--n) n=$2; shift ;;
 		--keep) keep=1 ;;
 		--no-build) build=0 ;;
-		-h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
+		-h|--help) script_usage "$0"; exit 0 ;;
 		*) echo "unknown option: $1" >&2; exit 2 ;;
 	esac
 	shift
 done
 
-distseq_install_packages
-if [ $build -eq 1 ]; then
-	distseq_build_install "$here" || { echo "build of $here failed" >&2; exit 1; }
-fi
+bench_prepare $build
 out=$here/bench/out
 mkdir -p "$out"
 csv=$out/standby_ack.csv
 
-work=$(mktemp -d /tmp/dsack.XXXXXX)
-chmod 755 "$work"
-if [ "$(id -u)" -eq 0 ]; then
-	chown -R postgres "$work"
-	as_pg() { runuser -u postgres -- env LC_ALL=C.UTF-8 "$@"; }
-else
-	as_pg() { env LC_ALL=C.UTF-8 "$@"; }
-fi
+bench_workdir dsack
 port_p=54451
 port_s=54452
 cleanup() {

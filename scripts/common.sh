@@ -63,3 +63,39 @@ distseq_lock() {
 	fi
 	exec flock -o /tmp/distseq.lock bash "$0" "$@"
 }
+
+# The opening comment of script $1, as its --help
+script_usage() {
+	awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$1"
+}
+
+# Packages, PostgreSQL MAJOR $2 if given, and unless $1 is 0 a build and
+# install of the tree the calling script is in ($here)
+bench_prepare() {
+	distseq_install_packages
+	if [ -n "${2:-}" ]; then
+		distseq_use_pg "$2" || exit 1
+	fi
+	if [ "$1" -eq 1 ]; then
+		distseq_build_install "$here" || { echo "build of $here failed" >&2; exit 1; }
+	fi
+}
+
+# A work directory /tmp/$1.XXXXXX with subdirectories $2..., in $work, that
+# the postgres OS user owns when we are root; as_pg runs a command as that
+# user (or as ourselves when we are not root)
+bench_workdir() {
+	work=$(mktemp -d "/tmp/$1.XXXXXX")
+	shift
+	chmod 755 "$work"
+	local d
+	for d in "$@"; do
+		mkdir -p "$work/$d"
+	done
+	if [ "$(id -u)" -eq 0 ]; then
+		chown -R postgres "$work"
+		as_pg() { runuser -u postgres -- env LC_ALL=C.UTF-8 "$@"; }
+	else
+		as_pg() { env LC_ALL=C.UTF-8 "$@"; }
+	fi
+}
