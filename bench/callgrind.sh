@@ -68,8 +68,7 @@ done
 [ "$n2" -gt "$n1" ] || { echo "--n2 must be larger than --n1" >&2; exit 2; }
 [ "$m2" -gt "$m1" ] || { echo "--m2 must be larger than --m1" >&2; exit 2; }
 
-t_start=$(date +%s)
-log() { echo "== [$(( $(date +%s) - t_start ))s] $*" >&2; }
+bench_clock
 
 command -v valgrind >/dev/null || { echo "valgrind is not installed (apt-get install valgrind)" >&2; exit 1; }
 bench_prepare $build "$pg_major"
@@ -91,18 +90,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
-as_pg "$PGBIN/initdb" -D "$work/data" -A trust -E UTF8 >/dev/null
-cat >> "$work/data/postgresql.conf" <<CONF
-shared_preload_libraries = 'distseq'
+bench_initdb data "shared_preload_libraries = 'distseq'
 listen_addresses = ''
-unix_socket_directories = '$work'
 port = $port
 max_connections = 20
-jit = off
-autovacuum = off
-CONF
+autovacuum = off"
 
-log "starting the server under callgrind in $work"
+bench_log "starting the server under callgrind in $work"
 as_pg valgrind --tool=callgrind --trace-children=yes \
 	--callgrind-out-file="$work/cg/cg.%p" \
 	"$PGBIN/postgres" -D "$work/data" > "$work/server.log" 2>&1 &
@@ -199,7 +193,7 @@ cg_distseq_fns() {	# pid
 }
 
 # warm up: shared buffers, the refill worker, the first segments
-log "warm-up sessions"
+bench_log "warm-up sessions"
 while IFS='|' read -r key label expr; do
 	session_total "$expr" 2000 >/dev/null
 done < <(variants)
@@ -207,7 +201,7 @@ done < <(variants)
 declare -A per_row
 if [ "$only" != xact ]; then
 	while IFS='|' read -r key label expr; do
-		log "$label: N=$n1 and N=$n2"
+		bench_log "$label: N=$n1 and N=$n2"
 		a=$(session_total "$expr" "$n1")
 		b=$(session_total "$expr" "$n2")
 		per_row[$key]=$(awk -v a="$a" -v b="$b" -v n=$((n2 - n1)) 'BEGIN { printf "%.1f", (b - a) / n }')
@@ -221,7 +215,7 @@ if [ "$only" != rows ]; then
 		echo "$stmt" > "$work/xact_$key.sql"
 		chown postgres "$work/xact_$key.sql" 2>/dev/null || true
 		xact_total "$key" 200 >/dev/null		# warm-up
-		log "$label: pgbench -t $m1 and -t $m2"
+		bench_log "$label: pgbench -t $m1 and -t $m2"
 		read -r pa a < <(xact_total "$key" "$m1")
 		read -r pb b < <(xact_total "$key" "$m2")
 		per_xact[$key]=$(awk -v a="$a" -v b="$b" -v n=$((m2 - m1)) 'BEGIN { printf "%.0f", (b - a) / n }')
@@ -237,7 +231,7 @@ fi
 # the refill worker's whole life, divided by its refills
 wpid=$(psql_cg -At -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'distseq worker'" | sed -n 1p)
 refills=$(psql_cg -At -c "SELECT sum(refills), sum(waits), sum(values_issued) FROM distseq_status")
-log "stopping the server (the worker writes its file when it exits)"
+bench_log "stopping the server (the worker writes its file when it exits)"
 as_pg "$PGBIN/pg_ctl" -D "$work/data" -m fast -t 300 stop >/dev/null
 wtotal=
 wrefill=
@@ -299,4 +293,4 @@ if [ -n "$wtotal" ]; then
 		printf "  whole process (start-up and fork-inherited counts included): %.0f per refill = %.1f per value issued\n", t / r, t / n }'
 	echo "\"refill worker: ${wfn:-whole process} per refill\",\"\",${wrefill:-$wtotal},$nref,,,$(awk -v f="${wrefill:-$wtotal}" -v r="$nref" 'BEGIN { printf "%.0f", f / r }'),," >> "$csv"
 fi
-log "done in $(( $(date +%s) - t_start ))s; $csv"
+bench_log "done in $(( $(date +%s) - bench_t0 ))s; $csv"

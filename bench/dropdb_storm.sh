@@ -46,8 +46,7 @@ while [ $# -gt 0 ]; do
 	shift
 done
 
-t_start=$(date +%s)
-log() { echo "== [$(( $(date +%s) - t_start ))s] $*" >&2; }
+bench_clock
 
 bench_prepare $build
 
@@ -56,30 +55,15 @@ mkdir -p "$out"
 bench_workdir dsstorm
 port=54451
 
-cleanup() {
-	[ -f "$work/data/postmaster.pid" ] &&
-		{ as_pg "$PGBIN/pg_ctl" -D "$work/data" -m fast stop >/dev/null 2>&1 || true; }
-	if [ $keep -eq 1 ]; then
-		echo "work directory kept: $work" >&2
-	else
-		rm -rf "$work"
-	fi
-}
-trap cleanup EXIT
+trap bench_cleanup EXIT
 
-log "starting a server in $work"
-as_pg "$PGBIN/initdb" -D "$work/data" -A trust -E UTF8 >/dev/null
-cat >> "$work/data/postgresql.conf" <<CONF
-listen_addresses = ''
-unix_socket_directories = '$work'
+bench_log "starting a server in $work"
+bench_initdb data "listen_addresses = ''
 port = $port
 max_connections = 100
 shared_buffers = 256MB
-jit = off
-shared_preload_libraries = 'distseq'
-CONF
-as_pg "$PGBIN/pg_ctl" -D "$work/data" -l "$work/server.log" -w -t 120 start >/dev/null ||
-	{ tail -20 "$work/server.log" >&2; exit 1; }
+shared_preload_libraries = 'distseq'"
+bench_start data
 
 psql_as() {	# role database psql-args...
 	local role=$1 db=$2
@@ -139,9 +123,9 @@ summarize() {	# phase
 		END { printf "%s,%d,%d,%s,%.3f,%.3f,%.3f,%.3f\n", p, n, e, r, pct(0.50), pct(0.99), pct(0.999), v[NR] }'
 }
 
-log "warm-up: $(( values / 10 )) values"
+bench_log "warm-up: $(( values / 10 )) values"
 run_victim warmup warmup.sql
-log "quiet: $values values"
+bench_log "quiet: $values values"
 run_victim quiet victim.sql
 
 # The victim draws while the attacker runs script <phase>.sql
@@ -160,13 +144,13 @@ run_attacked() {	# phase
 	echo "$(grep -c ERROR "$work/$1.attacker" || true) $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a + 1 }')" > "$work/$1.attempts"
 }
 
-log "control: $values values, $rate attempts a second to drop a database that does not exist"
+bench_log "control: $values values, $rate attempts a second to drop a database that does not exist"
 run_attacked control
-log "storm: $values values, $rate attempts a second by another role to drop the victim's database"
+bench_log "storm: $values values, $rate attempts a second by another role to drop the victim's database"
 run_attacked storm
 refused=$(grep -c 'must be owner of database vdb' "$work/storm.attacker" || true)
 
-log "quiet2: $values values"
+bench_log "quiet2: $values values"
 run_victim quiet2 victim.sql
 
 report=$out/dropdb_storm.txt
@@ -192,4 +176,4 @@ report=$out/dropdb_storm.txt
 		grep ERROR "$work/storm.err" | sed "s/^psql:[^ ]* //" | sort | uniq -c | sort -rn | head -5
 	fi
 } | tee "$report"
-log "written to $report"
+bench_log "written to $report"

@@ -58,8 +58,7 @@ while [ $# -gt 0 ]; do
 	shift
 done
 
-t_start=$(date +%s)
-log() { echo "== [$(( $(date +%s) - t_start ))s] $*" >&2; }
+bench_clock
 
 bench_prepare $build "$pg_major"
 out=$here/bench/out
@@ -95,16 +94,8 @@ stop_proxies() {
 	proxy_pids=()
 }
 cleanup() {
-	local d
 	stop_proxies
-	for d in "$work"/n*/; do
-		[ -f "$d/postmaster.pid" ] && { as_pg "$PGBIN/pg_ctl" -D "$d" -m fast stop >/dev/null 2>&1 || true; }
-	done
-	if [ $keep -eq 1 ]; then
-		echo "work directory kept: $work" >&2
-	else
-		rm -rf "$work"
-	fi
+	bench_cleanup
 }
 trap cleanup EXIT
 
@@ -114,31 +105,16 @@ psql_node() {	# node psql-args...
 	as_pg "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$work" -p "$(node_port "$n")" -d bench "$@"
 }
 start_node() {	# node
-	as_pg "$PGBIN/initdb" -D "$work/n$1" -A trust -E UTF8 >/dev/null
-	cat >> "$work/n$1/postgresql.conf" <<CONF
-listen_addresses = '127.0.0.1'
-unix_socket_directories = '$work'
+	bench_initdb "n$1" "listen_addresses = '127.0.0.1'
 port = $(node_port "$1")
 max_connections = 40
 shared_buffers = 64MB
-jit = off
-shared_preload_libraries = 'distseq'
-CONF
-	as_pg "$PGBIN/pg_ctl" -D "$work/n$1" -l "$work/n$1.log" -w -t 120 start >/dev/null ||
-		{ tail -20 "$work/n$1.log" >&2; exit 1; }
+shared_preload_libraries = 'distseq'"
+	bench_start "n$1"
 	as_pg "$PGBIN/createdb" -h "$work" -p "$(node_port "$1")" bench
 	{
 		echo "CREATE EXTENSION distseq;"
-		cat <<'SQL'
-CREATE FUNCTION bench_ms(q text) RETURNS float8 LANGUAGE plpgsql AS $$
-DECLARE
-	t0 timestamptz;
-BEGIN
-	t0 := clock_timestamp();
-	EXECUTE q;
-	RETURN 1000 * extract(epoch FROM clock_timestamp() - t0);
-END $$;
-SQL
+		bench_sql_functions
 		local m
 		for m in 1 2 3 4; do
 			[ "$m" = "$1" ] && continue
@@ -150,7 +126,7 @@ SQL
 	} | psql_node "$1" >/dev/null
 }
 
-log "starting three servers in $work"
+bench_log "starting three servers in $work"
 start_proxies 0
 for n in $nodes 4; do start_node "$n"; done
 for n in $nodes; do
@@ -176,7 +152,7 @@ phase() {	# name delay-ms
 		w_before[$n]=$(windows_of "$n")
 		q_before[$n]=$(waits_of "$n")
 	done
-	log "$name: pgbench on the three servers at once, ${duration}s, $clients clients each"
+	bench_log "$name: pgbench on the three servers at once, ${duration}s, $clients clients each"
 	for n in $nodes; do
 		as_pg "$PGBIN/pgbench" -n -M prepared -T "$duration" -c "$clients" -j "$clients" \
 			-l --log-prefix="$work/logs/${name}_$n" -f "$work/draw.sql" \
@@ -196,9 +172,7 @@ phase() {	# name delay-ms
 		q1=$(waits_of "$n")
 		# median of three distseq_maintain() runs, in ms
 		m_ms=$(for _ in 1 2 3; do psql_node "$n" -At -c "SELECT round(bench_ms('SELECT count(*) FROM distseq_maintain()')::numeric, 1)"; done | sort -g | sed -n 2p)
-		read -r p99 p999 < <(sort -n "$work/lat/${name}_$n" | awk '{ v[NR] = $1 }
-			function pct(p,   i) { i = int(p * NR); if (i < p * NR) i++; if (i < 1) i = 1; return v[i] / 1000 }
-			END { printf "%.3f %.3f\n", pct(0.99), pct(0.999) }')
+		read -r _ p99 p999 < <(bench_percentiles "$work/lat/${name}_$n")
 		echo "$name,$2,$n,$tps,$p99,$p999,$((w1 - w_before[$n])),$((q1 - q_before[$n])),$m_ms" >> "$out/far.csv.tmp"
 	done
 	# a membership change from server 1: a fresh fourth server joins, and leaves
@@ -207,7 +181,7 @@ phase() {	# name delay-ms
 	rm_ms=$(psql_node 1 -At -c "SELECT round(bench_ms(\$\$SELECT distseq_remove_peer('node4')\$\$)::numeric, 1)")
 	echo "$name,$add_ms,$rm_ms" >> "$work/changes"
 	# the fourth server is no longer fresh: make a new one for the next phase
-	as_pg "$PGBIN/pg_ctl" -D "$work/n4" -m fast stop >/dev/null
+	bench_stop n4
 	rm -rf "$work/n4"
 	start_node 4
 }
@@ -239,4 +213,4 @@ awk -F, 'NR > 1 {
 	if (!hdr++) printf "%-9s %6s %6s %10s %8s %9s %9s %7s %6s %12s\n", "phase", "delay", "server", "tps", "p99 ms", "p99.9 ms", "x loopbk", "windows", "waits", "maintain ms"
 	printf "%-9s %6s %6s %10.0f %8s %9s %8sx %7s %6s %12s\n", $1, $2, $3, $4, $5, $6, $10, $7, $8, $9 }' "$out/far.csv"
 awk -F, '{ printf "membership change from server 1 (%s): a fourth server added in %s ms, removed in %s ms\n", $1, $2, $3 }' "$work/changes"
-log "done"
+bench_log "done"

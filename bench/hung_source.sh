@@ -49,26 +49,18 @@ stopped=
 
 cleanup() {
 	[ -n "$stopped" ] && kill -CONT $stopped 2>/dev/null || true
-	for d in s d; do
-		[ -f "$work/$d/postmaster.pid" ] &&
-			as_pg "$PGBIN/pg_ctl" -D "$work/$d" -m immediate stop >/dev/null 2>&1 || true
-	done
+	bench_stop s immediate
+	bench_stop d immediate
 	rm -rf "$work"
 }
 trap cleanup EXIT
 
 start_server() {	# dir port extra-conf
-	as_pg "$PGBIN/initdb" -D "$work/$1" -A trust -E UTF8 >/dev/null
-	cat >> "$work/$1/postgresql.conf" <<CONF
-listen_addresses = '127.0.0.1'
-unix_socket_directories = '$work'
+	bench_initdb "$1" "listen_addresses = '127.0.0.1'
 port = $2
 shared_preload_libraries = 'distseq'
-jit = off
-$3
-CONF
-	as_pg "$PGBIN/pg_ctl" -D "$work/$1" -l "$work/$1.log" -w -t 120 start >/dev/null ||
-		{ tail -20 "$work/$1.log" >&2; exit 1; }
+$3"
+	bench_start "$1"
 }
 psql_on() {	# port psql-args...
 	local port=$1

@@ -71,16 +71,15 @@ while [ $# -gt 0 ]; do
 done
 case " $clients " in *" 32 "*) s10_clients=32 ;; *) s10_clients=${clients##* } ;; esac
 
-t_start=$(date +%s)
+bench_clock
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 commit=$(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo none)$(git -C "$here" diff --quiet HEAD -- src 2>/dev/null || echo ' + uncommitted changes in src')
-log() { echo "== [$(( $(date +%s) - t_start ))s] $*" >&2; }
 
 # ---------------------------------------------------------------- setup
 bench_prepare $build "$pg_major"
 bench_cfloor_install "$here" || exit 1
 if ! command -v gnuplot >/dev/null 2>&1; then
-	log "installing gnuplot-nox"
+	bench_log "installing gnuplot-nox"
 	if [ "$(id -u)" -eq 0 ]; then
 		{ apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q gnuplot-nox; } >/dev/null ||
 			echo "warning: could not install gnuplot-nox; no plot" >&2
@@ -101,37 +100,17 @@ bench_workdir dsbench scripts logs lat
 port_a=54441
 port_b=54442
 
-stop_server() {	# dir
-	as_pg "$PGBIN/pg_ctl" -D "$work/$1" -m fast stop >/dev/null
-}
-cleanup() {
-	local d
-	for d in "$work"/*/; do
-		[ -f "$d/postmaster.pid" ] && { stop_server "$(basename "$d")" 2>/dev/null || true; }
-	done
-	if [ $keep -eq 1 ]; then
-		echo "work directory kept: $work" >&2
-	else
-		rm -rf "$work"
-	fi
-}
-trap cleanup EXIT
+trap bench_cleanup EXIT
 
 start_server() {	# dir port database extra-conf
-	as_pg "$PGBIN/initdb" -D "$work/$1" -A trust -E UTF8 >/dev/null
-	cat >> "$work/$1/postgresql.conf" <<CONF
+	bench_initdb "$1" "port = $2
 listen_addresses = ''
-unix_socket_directories = '$work'
-port = $2
 max_connections = 100
 shared_buffers = 256MB
 max_wal_size = 4GB
 checkpoint_timeout = 30min
-jit = off
-$4
-CONF
-	as_pg "$PGBIN/pg_ctl" -D "$work/$1" -l "$work/$1.log" -w -t 120 start >/dev/null ||
-		{ tail -20 "$work/$1.log" >&2; exit 1; }
+$4"
+	bench_start "$1"
 	as_pg "$PGBIN/createdb" -h "$work" -p "$2" "$3"
 }
 psql_at() {	# port database psql-args...
@@ -142,35 +121,10 @@ psql_at() {	# port database psql-args...
 psql_a() { psql_at $port_a bench "$@"; }
 psql_b() { psql_at $port_b central "$@"; }
 
-log "starting servers in $work"
+bench_log "starting servers in $work"
 start_server a $port_a bench "shared_preload_libraries = 'distseq'"
 # B also listens on loopback TCP: the three servers of the group phase reach it there
 start_server b $port_b central "listen_addresses = '127.0.0.1'"
-
-# Timing done in the server: bench_ms(q) is the milliseconds query q takes;
-# bench_span(q, t0) waits until t0, runs q and returns its count and the
-# epochs (s) it started and ended at, for sessions on several servers.
-bench_functions() {
-	cat <<'SQL'
-CREATE FUNCTION bench_ms(q text) RETURNS float8 LANGUAGE plpgsql AS $$
-DECLARE
-	t0 timestamptz;
-	n bigint;
-BEGIN
-	t0 := clock_timestamp();
-	EXECUTE q INTO n;
-	RETURN 1000 * extract(epoch FROM clock_timestamp() - t0);
-END $$;
-CREATE FUNCTION bench_span(q text, t0 timestamptz,
-	OUT n bigint, OUT t_start float8, OUT t_end float8) LANGUAGE plpgsql AS $$
-BEGIN
-	PERFORM pg_sleep_until(t0);
-	t_start := extract(epoch FROM clock_timestamp());
-	EXECUTE q INTO n;
-	t_end := extract(epoch FROM clock_timestamp());
-END $$;
-SQL
-}
 
 psql_b -c "CREATE SEQUENCE s"
 {
@@ -186,7 +140,7 @@ CREATE TABLE t_distseq (id bigint PRIMARY KEY DEFAULT distseq_nextval('s2'), v i
 CREATE TABLE t_serial (id bigserial PRIMARY KEY, v int);
 SQL
 	bench_cfloor_sql
-	bench_functions
+	bench_sql_functions
 } | psql_a >/dev/null
 
 status_snapshot() {	# phase [psql command, psql_a by default]
@@ -240,7 +194,7 @@ rounds() {	# reps N dblink-N variants-function
 	done
 }
 
-log "bulk: $bulk_reps interleaved rounds, N=$bulk_n (dblink N=$dblink_n)"
+bench_log "bulk: $bulk_reps interleaved rounds, N=$bulk_n (dblink N=$dblink_n)"
 # How far sequence $1 on B has moved; check_central fails unless it moved by
 # at least the calls the dblink queries should have made since.
 central_value() { psql_b -At -c "SELECT CASE WHEN is_called THEN last_value ELSE 0 END FROM $1"; }
@@ -333,7 +287,7 @@ nrun=0
 for c in $clients; do
 	nrun=$((nrun + 7)); [ "$c" = "$s10_clients" ] && nrun=$((nrun + 1))
 done
-log "pgbench: $rounds round(s) x $nrun runs of ${duration}s (clients: $clients)"
+bench_log "pgbench: $rounds round(s) x $nrun runs of ${duration}s (clients: $clients)"
 for r in $(seq 1 "$rounds"); do
 	for c in $clients; do
 		vs=(select1 distseq cfloor ns_cache ns_nocache ins_distseq ins_serial)
@@ -343,7 +297,7 @@ for r in $(seq 1 "$rounds"); do
 			run_pgbench "$r" "${vs[$(( (i + r) % nv ))]}" "$c"
 		done
 	done
-	log "pgbench round $r done"
+	bench_log "pgbench round $r done"
 done
 { echo "round,variant,clients,tps,loadavg1_after"; cat "$work/pgbench.raw"; } > "$out/pgbench_raw.csv"
 status_snapshot pgbench
@@ -381,14 +335,14 @@ at_once() {
 	done
 }
 
-log "group: A stops; three servers start and share 'orders'"
-stop_server a
+bench_log "group: A stops; three servers start and share 'orders'"
+bench_stop a
 for n in $nodes; do
 	start_server "n$n" "$(node_port "$n")" bench "shared_preload_libraries = 'distseq'
 listen_addresses = '127.0.0.1'"
 	{
 		echo "CREATE EXTENSION distseq; CREATE EXTENSION dblink; CREATE SEQUENCE ns_cache CACHE 1000;"
-		bench_functions
+		bench_sql_functions
 		for m in $(others "$n"); do
 			echo "CREATE SERVER node$m FOREIGN DATA WRAPPER distseq
 				OPTIONS (host '127.0.0.1', port '$(node_port "$m")', dbname 'bench');"
@@ -422,7 +376,7 @@ dblink|central nextval() on B via dblink|$dn|SELECT dblink_connect('c', 'host=12
 VARS
 }
 
-log "group: $group_reps interleaved rounds, N=$group_n per session (dblink N=$group_dblink_n)"
+bench_log "group: $group_reps interleaved rounds, N=$group_n per session (dblink N=$group_dblink_n)"
 windows_before=$(for n in $nodes; do node_windows "$n"; done | wc -l)
 central_before=$(central_value orders)
 : > "$work/group.raw"
@@ -487,12 +441,6 @@ awk -F, '{ if ($6 > spread) spread = $6 } END {
 	"$work/group.rounds" >> "$work/group.check"
 awk -F, '{ print $2 "," $5 }' "$work/group.rounds" | sort -t, -k1,1 -k2,2g | median_by > "$work/group.med"
 
-# percentiles of one latency file, in ms: p50 p99 p99.9
-percentiles() {
-	sort -n "$1" | awk '{ v[NR] = $1 }
-	function pct(p,   i) { i = int(p * NR); if (i < p * NR) i++; if (i < 1) i = 1; return v[i] / 1000 }
-	END { if (NR) printf "%.3f %.3f %.3f\n", pct(0.50), pct(0.99), pct(0.999); else print "- - -" }'
-}
 
 # ------------------------------------------------------------- the table
 awk -F, '{ print $2 "|" $3 "," $4 }' "$work/pgbench.raw" | sort -t, -k1,1 -k2,2g |
@@ -519,7 +467,7 @@ while IFS='|' read -r name label sql; do labels[$name]=$label; done < <(pg_varia
 for c in $clients; do
 	vs=(select1 cfloor distseq ns_cache ns_nocache ins_distseq ins_serial)
 	[ "$c" = "$s10_clients" ] && vs+=(distseq_b10)
-	read -r s1_p50 s1_p99 s1_p999 < <(percentiles "$work/lat/select1_$c")
+	read -r s1_p50 s1_p99 s1_p999 < <(bench_percentiles "$work/lat/select1_$c")
 	for v in "${vs[@]}"; do
 		case $v in
 			ins_distseq|ins_serial) ref=ins_serial; refname="INSERT bigserial" ;;
@@ -528,7 +476,7 @@ for c in $clients; do
 		esac
 		tps=$(pg_tps "$v" "$c")
 		runs=$(awk -F, -v k="$v|$c" '$1 == k { print $3 }' "$work/pgbench.med")
-		read -r p50 p99 p999 < <(percentiles "$work/lat/${v}_$c")
+		read -r p50 p99 p999 < <(bench_percentiles "$work/lat/${v}_$c")
 		x=$(awk -v a="$tps" -v b="$(pg_tps $ref "$c")" 'BEGIN { printf "%.2f", a / b }')
 		xs=$(awk -v a="$p999" -v b="$s1_p999" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')
 		echo "pgbench,\"${labels[$v]}\",$c,$duration,$runs,$tps,tps,$x,$refname,$p50,$p99,$p999,$xs" >> "$csv"
@@ -644,7 +592,7 @@ fi
 	sed 's/^ *//' "$work/group.ratios"
 	echo "machine: $(nproc) cores, $(uname -r)"
 	echo "server: $("$PGBIN/postgres" --version)"
-	echo "runtime_s: $(( $(date +%s) - t_start ))"
+	echo "runtime_s: $(( $(date +%s) - bench_t0 ))"
 	echo "loadavg: start $load_start, end $(cut -d' ' -f1-3 /proc/loadavg)"
 } > "$out/meta.txt"
-log "done in $(( $(date +%s) - t_start ))s; results in $out"
+bench_log "done in $(( $(date +%s) - bench_t0 ))s; results in $out"

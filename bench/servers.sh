@@ -51,8 +51,7 @@ while [ $# -gt 0 ]; do
 	shift
 done
 
-t_start=$(date +%s)
-log() { echo "== [$(( $(date +%s) - t_start ))s] $*" >&2; }
+bench_clock
 
 bench_prepare $build "$pg_major"
 out=$here/bench/out
@@ -61,24 +60,7 @@ bench_workdir dsservers
 
 port_base=54470
 node_port() { echo $((port_base + $1)); }
-running=""
-stop_all() {
-	local s
-	for s in $running; do
-		as_pg "$PGBIN/pg_ctl" -D "$work/n$s" -m fast stop >/dev/null 2>&1 || true
-		rm -rf "$work/n$s"
-	done
-	running=""
-}
-cleanup() {
-	stop_all
-	if [ $keep -eq 1 ]; then
-		echo "work directory kept: $work" >&2
-	else
-		rm -rf "$work"
-	fi
-}
-trap cleanup EXIT
+trap bench_cleanup EXIT
 
 psql_node() {	# node psql-args...
 	local s=$1
@@ -86,32 +68,16 @@ psql_node() {	# node psql-args...
 	as_pg "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$work" -p "$(node_port "$s")" -d bench "$@"
 }
 start_node() {	# node size
-	as_pg "$PGBIN/initdb" -D "$work/n$1" -A trust -E UTF8 >/dev/null
-	cat >> "$work/n$1/postgresql.conf" <<CONF
-listen_addresses = '127.0.0.1'
-unix_socket_directories = '$work'
+	bench_initdb "n$1" "listen_addresses = '127.0.0.1'
 port = $(node_port "$1")
 max_connections = 20
 shared_buffers = 32MB
-jit = off
-shared_preload_libraries = 'distseq'
-CONF
-	as_pg "$PGBIN/pg_ctl" -D "$work/n$1" -l "$work/n$1.log" -w -t 120 start >/dev/null ||
-		{ tail -20 "$work/n$1.log" >&2; exit 1; }
-	running="$running $1"
+shared_preload_libraries = 'distseq'"
+	bench_start "n$1"
 	as_pg "$PGBIN/createdb" -h "$work" -p "$(node_port "$1")" bench
 	{
 		echo "CREATE EXTENSION distseq; CREATE SEQUENCE ns CACHE 1000;"
-		cat <<'SQL'
-CREATE FUNCTION bench_span(q text, t0 timestamptz,
-	OUT n bigint, OUT t_start float8, OUT t_end float8) LANGUAGE plpgsql AS $$
-BEGIN
-	PERFORM pg_sleep_until(t0);
-	t_start := extract(epoch FROM clock_timestamp());
-	EXECUTE q INTO n;
-	t_end := extract(epoch FROM clock_timestamp());
-END $$;
-SQL
+		bench_sql_functions
 		local m
 		for m in $(seq "$2"); do
 			[ "$m" = "$1" ] && continue
@@ -142,7 +108,7 @@ round() {	# size variant query round
 raw=$work/servers.raw
 : > "$raw"
 for size in $sizes; do
-	log "$size server(s): starting"
+	bench_log "$size server(s): starting"
 	for s in $(seq "$size"); do start_node "$s" "$size"; done
 	for s in $(seq "$size"); do
 		for m in $(seq "$size"); do
@@ -156,7 +122,7 @@ for size in $sizes; do
 		members=$(psql_node "$s" -At -c "SELECT cardinality(members) FROM distseq.distseq_node")
 		[ "$members" = "$size" ] || { echo "server $s sees $members members, not $size" >&2; exit 1; }
 	done
-	log "$size server(s): $reps rounds of $n values per server"
+	bench_log "$size server(s): $reps rounds of $n values per server"
 	# round 0 warms up (first blocks and segments) and is dropped
 	for r in $(seq 0 "$reps"); do
 		k=$n
@@ -184,7 +150,10 @@ for size in $sizes; do
 			top = $3; topn = $1; reserved[$1] += $4 - $2; next }
 		$2 > reserved[$1] { print "server " $1 " issued " $2 " values, reserved " reserved[$1]; bad = 1 }
 		END { exit bad }' "$work/windows" "$work/issued" >&2 || exit 1
-	stop_all
+	for s in $(seq "$size"); do
+		bench_stop "n$s"
+		rm -rf "$work/n$s" "$work/n$s.log"
+	done
 done
 
 csv=$out/servers.csv
@@ -231,4 +200,4 @@ plot '$work/servers.dat' using 1:2 with linespoints title 'distseq_nextval, one 
 PLOT
 	[ $quick -eq 0 ] && cp "$out/servers.png" "$here/bench/servers.png"
 fi
-log "done"
+bench_log "done"

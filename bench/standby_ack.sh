@@ -52,33 +52,20 @@ csv=$out/standby_ack.csv
 bench_workdir dsack
 port_p=54451
 port_s=54452
-cleanup() {
-	local d
-	for d in primary standby; do
-		[ -f "$work/$d/postmaster.pid" ] &&
-			{ as_pg "$PGBIN/pg_ctl" -D "$work/$d" -m fast stop >/dev/null 2>&1 || true; }
-	done
-	if [ $keep -eq 1 ]; then echo "work directory kept: $work" >&2; else rm -rf "$work"; fi
-}
-trap cleanup EXIT
+trap bench_cleanup EXIT
 
 psql_p() { as_pg "$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$work" -p $port_p -d postgres "$@"; }
 
-as_pg "$PGBIN/initdb" -D "$work/primary" -A trust -E UTF8 >/dev/null
-cat >> "$work/primary/postgresql.conf" <<CONF
-listen_addresses = ''
-unix_socket_directories = '$work'
+bench_initdb primary "listen_addresses = ''
 port = $port_p
 shared_preload_libraries = 'distseq'
 distseq.prefetch_threshold = 0
-distseq.segment_lifetime = '1ms'
-jit = off
-CONF
-as_pg "$PGBIN/pg_ctl" -D "$work/primary" -l "$work/primary.log" -w start >/dev/null
+distseq.segment_lifetime = '1ms'"
+bench_start primary
 as_pg "$PGBIN/pg_basebackup" -h "$work" -p $port_p -D "$work/standby" -R -X stream \
 	-d "application_name=standby" >/dev/null
 echo "port = $port_s" >> "$work/standby/postgresql.conf"
-as_pg "$PGBIN/pg_ctl" -D "$work/standby" -l "$work/standby.log" -w start >/dev/null
+bench_start standby
 psql_p -c "CREATE EXTENSION distseq" >/dev/null
 for i in $(seq 1 100); do
 	[ "$(psql_p -c "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'")" = 1 ] && break
@@ -114,7 +101,7 @@ for r in $(seq 1 "$rounds"); do
 		measure "$v" "$r" >> "$csv"
 	done
 done
-as_pg "$PGBIN/pg_ctl" -D "$work/standby" -m fast stop >/dev/null
+bench_stop standby
 for i in $(seq 1 100); do
 	[ "$(psql_p -c "SELECT count(*) FROM pg_stat_replication")" = 0 ] && break
 	sleep 0.1

@@ -99,3 +99,72 @@ bench_workdir() {
 		as_pg() { env LC_ALL=C.UTF-8 "$@"; }
 	fi
 }
+
+# A line on stderr with the seconds since bench_clock ran
+bench_clock() { bench_t0=$(date +%s); }
+bench_log() { echo "== [$(( $(date +%s) - bench_t0 ))s] $*" >&2; }
+
+# initdb of a throwaway server in $work/$1 (trust, UTF8), its socket in
+# $work and no JIT, then the postgresql.conf lines $2
+bench_initdb() {
+	as_pg "$PGBIN/initdb" -D "$work/$1" -A trust -E UTF8 >/dev/null
+	printf "unix_socket_directories = '%s'\njit = off\n%s\n" "$work" "$2" >> "$work/$1/postgresql.conf"
+}
+
+# Starts the server in $work/$1, its log in $work/$1.log
+bench_start() {
+	as_pg "$PGBIN/pg_ctl" -D "$work/$1" -l "$work/$1.log" -w -t 120 start >/dev/null ||
+		{ tail -20 "$work/$1.log" >&2; exit 1; }
+}
+
+# Stops the server in $work/$1 (mode $2, fast by default), if it runs
+bench_stop() {
+	[ -f "$work/$1/postmaster.pid" ] || return 0
+	as_pg "$PGBIN/pg_ctl" -D "$work/$1" -m "${2:-fast}" -t 300 stop >/dev/null 2>&1 || true
+}
+
+# The EXIT trap of a bench script: stops every server in $work, then
+# removes it unless $keep is 1
+bench_cleanup() {
+	local d
+	for d in "$work"/*/; do
+		bench_stop "$(basename "$d")"
+	done
+	if [ "${keep:-0}" -eq 1 ]; then
+		echo "work directory kept: $work" >&2
+	else
+		rm -rf "$work"
+	fi
+}
+
+# SQL of two timing functions, run in the server: bench_ms(q) is the
+# milliseconds query q takes; bench_span(q, t0) waits until t0, runs q and
+# returns its count and the epochs (s) it started and ended at, for
+# sessions on several servers
+bench_sql_functions() {
+	cat <<'SQL'
+CREATE FUNCTION bench_ms(q text) RETURNS float8 LANGUAGE plpgsql AS $$
+DECLARE
+	t0 timestamptz;
+BEGIN
+	t0 := clock_timestamp();
+	EXECUTE q;
+	RETURN 1000 * extract(epoch FROM clock_timestamp() - t0);
+END $$;
+CREATE FUNCTION bench_span(q text, t0 timestamptz,
+	OUT n bigint, OUT t_start float8, OUT t_end float8) LANGUAGE plpgsql AS $$
+BEGIN
+	PERFORM pg_sleep_until(t0);
+	t_start := extract(epoch FROM clock_timestamp());
+	EXECUTE q INTO n;
+	t_end := extract(epoch FROM clock_timestamp());
+END $$;
+SQL
+}
+
+# p50 p99 p99.9 in ms of a file of latencies in microseconds, one a line
+bench_percentiles() {
+	sort -n "$1" | awk '{ v[NR] = $1 }
+	function pct(p,   i) { i = int(p * NR); if (i < p * NR) i++; if (i < 1) i = 1; return v[i] / 1000 }
+	END { if (NR) printf "%.3f %.3f %.3f\n", pct(0.50), pct(0.99), pct(0.999); else print "- - -" }'
+}
