@@ -452,9 +452,10 @@ catalog_top_window(const char *schema)
 
 /*
  * Keep at least min_open_windows open windows, each new one above the
- * highest window the sequence ever had.  Needs an SPI connection.
+ * highest window the sequence ever had.  Needs an SPI connection.  Returns
+ * false when windows are not made here but by the agent's majority protocol.
  */
-static void
+static bool
 catalog_ensure_windows(const char *schema, int minor, const char *name,
 					   int32 stripes, int64 window_size, int64 min_open,
 					   int64 start_value, int64 max_value)
@@ -470,7 +471,7 @@ catalog_ensure_windows(const char *schema, int minor, const char *name,
 	 * made below, order this against a join (change.c).
 	 */
 	if (minor >= 3 && distseq_has_peers(schema) && stripes == 1)
-		return;
+		return false;
 
 	values[0] = CStringGetTextDatum(name);
 	/*
@@ -514,6 +515,7 @@ catalog_ensure_windows(const char *schema, int minor, const char *name,
 							  schema),
 					 2, types, values, SPI_OK_UPDATE);
 	}
+	return true;
 }
 
 /*
@@ -1085,6 +1087,7 @@ distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 	Datum		values[8];
 	Oid			relid;
 	uint64		gen;
+	bool		local;
 
 	catalog_enter(&cxt);
 
@@ -1172,11 +1175,76 @@ distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 							  " WHERE sequence_name = $1", schema),
 					 2, stypes, svalues, SPI_OK_UPDATE);
 		catalog_leave(&cxt);
+		distseq_created_note(relid, gen, 0, -1, false);
 		return;
 	}
 	distseq_slots(start_value, max_value, stripes, stripe, &first_slot, &last_slot);
-	catalog_ensure_windows(schema, minor, name, stripes, window_size, min_open,
-						   first_slot, last_slot);
+	local = catalog_ensure_windows(schema, minor, name, stripes, window_size,
+								   min_open, first_slot, last_slot);
+	catalog_leave(&cxt);
+	distseq_created_note(relid, gen, first_slot, last_slot, local);
+}
+
+/*
+ * The transaction that created a sequence drew slots [first, top) from it
+ * itself (increate.c): record them as reserved and issued, in that
+ * transaction, at its commit or PREPARE, so that once it commits the
+ * worker's first refill starts above them.  Its windows are all this
+ * transaction's, made from first up, and seen by nobody else yet: each
+ * window below top is taken up to top, and the highest grows to top if top
+ * lies above it.  No window is ever made below the highest, so no slot
+ * below top can be reserved again.  Only updates, no insert: this runs
+ * after the transaction's deferred triggers have fired.  A sequence dropped
+ * meanwhile is left alone.
+ */
+void
+distseq_catalog_record_drawn(Oid relid, uint64 gen, int64 first, int64 top)
+{
+	CatalogContext cxt;
+	int			minor = 0;
+	const char *schema = catalog_extension(&minor);
+	Oid			types[3] = {TEXTOID, INT8OID, INT8OID};
+	Datum		values[3];
+
+	catalog_enter(&cxt);
+	if (distseq_spi_exec(psprintf("SELECT sequence_name FROM %s.distseq_sequences"
+								  " WHERE seqrel = $1::oid AND generation = $2"
+								  " FOR NO KEY UPDATE", schema),
+						 2, (Oid[]) {INT8OID, INT8OID},
+						 (Datum[]) {Int64GetDatum((int64) relid), Int64GetDatum((int64) gen)},
+						 SPI_OK_SELECT) != 1)
+	{
+		catalog_leave(&cxt);
+		return;
+	}
+	values[0] = CStringGetTextDatum(SPI_getvalue(SPI_tuptable->vals[0],
+												 SPI_tuptable->tupdesc, 1));
+	values[1] = Int64GetDatum(top);
+	values[2] = Int64GetDatum(top - first);
+	distseq_spi_exec(psprintf("UPDATE %s.distseq_windows"
+							  " SET next_hi = LEAST(window_end, $2)"
+							  " WHERE sequence_name = $1 AND window_start < $2"
+							  " AND next_hi < LEAST(window_end, $2)",
+							  schema),
+					 2, types, values, SPI_OK_UPDATE);
+	if (distseq_spi_exec(psprintf("UPDATE %s.distseq_windows SET window_end = $2, next_hi = $2"
+								  " WHERE sequence_name = $1 AND window_end < $2"
+								  " AND window_start = (SELECT window_start FROM %s.distseq_windows"
+								  "  WHERE sequence_name = $1 ORDER BY window_start DESC LIMIT 1)",
+								  schema, schema),
+						 2, types, values, SPI_OK_UPDATE) == 0 &&
+		distseq_spi_exec(psprintf("SELECT 1 FROM %s.distseq_windows"
+								  " WHERE sequence_name = $1 AND window_end >= $2",
+								  schema),
+						 2, types, values, SPI_OK_SELECT) == 0)
+		elog(ERROR, "distseq sequence \"%s\" has no window to record its first values in",
+			 TextDatumGetCString(values[0]));
+	distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences"
+							  " SET values_reserved = values_reserved + $3,"
+							  " values_issued = values_issued + $3%s"
+							  " WHERE sequence_name = $1",
+							  schema, minor >= 3 ? ", hwm = GREATEST(hwm, $2)" : ""),
+					 3, types, values, SPI_OK_UPDATE);
 	catalog_leave(&cxt);
 }
 

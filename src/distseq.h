@@ -446,9 +446,20 @@ extern DistseqRange distseq_catalog_reserve(Oid relid, uint64 gen, int64 count,
 extern int64 distseq_catalog_release(Oid relid, uint64 gen,
 									 DistseqRange *ranges, int nranges,
 									 int64 issued, int64 lost);
+extern void distseq_catalog_record_drawn(Oid relid, uint64 gen, int64 first,
+										 int64 top);
 
 /* src/nextval.c */
 extern void distseq_check_name(const char *name);
 extern void distseq_local_discard(void);
+extern void distseq_local_forget(Oid relid, uint64 gen);
+
+/* src/increate.c */
+extern void distseq_created_note(Oid relid, uint64 gen, int64 first, int64 last,
+								 bool local);
+extern bool distseq_created_here(Oid relid, uint64 gen);
+extern void distseq_created_block(const char *name, Oid relid, uint64 gen,
+								  int32 block_size, int64 max_value,
+								  DistseqBlock *block);
 
 #endif							/* DISTSEQ_H */

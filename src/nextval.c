@@ -38,6 +38,11 @@
  *	 compared on every call, which covers SET ROLE and SECURITY DEFINER
  *	 functions.
  *
+ * A sequence that the current transaction created is not in the catalog
+ * the refill worker sees: its blocks are cut by increate.c, into a block in
+ * the LocalSeq itself, and no entry in shared memory is used for it until
+ * the creation has committed.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -81,7 +86,8 @@ struct LocalSeq
 	Oid			relid;
 	uint64		gen;
 	DistseqDef	def;
-	DistseqBlock *block;		/* this backend's block in shared memory */
+	DistseqBlock *block;		/* this backend's block in shared memory, or
+								 * xact_block */
 	DistseqSeq *seq;
 	uint32		drops_seen;		/* ended drops of seq our relcache knows */
 	LocalTransactionId ready_lxid;	/* locked and checked in this xact */
@@ -90,6 +96,8 @@ struct LocalSeq
 	AclMode		acl_mode;		/* ... for this mode */
 	uint64		last_gen;		/* generation of last, 0 if none */
 	int64		last;			/* slot of the last value this session got */
+	DistseqBlock xact_block;	/* the block while this transaction creates
+								 * the sequence (increate.c) */
 };
 
 /*
@@ -212,6 +220,30 @@ distseq_local_discard(void)
 	last_used = NULL;
 }
 
+/*
+ * The subtransaction that created this sequence was rolled back: it exists
+ * no more, whatever is left of its block must not be handed out, and
+ * nextval must look for it again to say so.
+ */
+void
+distseq_local_forget(Oid relid, uint64 gen)
+{
+	HASH_SEQ_STATUS status;
+	LocalSeq   *ls;
+
+	if (local_seqs == NULL)
+		return;
+	hash_seq_init(&status, local_seqs);
+	while ((ls = hash_seq_search(&status)) != NULL)
+	{
+		if (ls->relid != relid || ls->gen != gen)
+			continue;
+		ls->valid = false;
+		ls->ready_lxid = InvalidLocalTransactionId;
+		ls->xact_block.gen = 0;
+	}
+}
+
 /* Called at every transaction's end: keep it cheap */
 static void
 local_xact(XactEvent event, void *arg)
@@ -288,6 +320,7 @@ local_lookup(const char *name)
 		ls->block = NULL;
 		ls->seq = NULL;
 		ls->drops_seen = 0;
+		memset(&ls->xact_block, 0, sizeof(DistseqBlock));
 		ls->const_site.ls = ls;
 		ls->const_site.constant = true;
 		ls->var_site.ls = ls;
@@ -387,7 +420,7 @@ site_name_is_constant(FmgrInfo *flinfo)
  * The name is not a distseq sequence: report it, and forget its entry if
  * nothing but a site hint may point to it, so that a session asking for
  * ever new names that do not exist does not grow the table without bound.
- * fn_extra only ever points to attached entries.
+ * fn_extra only ever points to entries that have had a block.
  */
 pg_noreturn static void
 local_not_found(LocalSeq *ls)
@@ -395,7 +428,7 @@ local_not_found(LocalSeq *ls)
 	char		name[NAMEDATALEN];
 
 	strlcpy(name, ls->name, NAMEDATALEN);
-	if (ls->seq == NULL)
+	if (ls->block == NULL)
 	{
 		for (int i = 0; i < SITE_HINTS; i++)
 		{
@@ -421,7 +454,7 @@ local_not_found(LocalSeq *ls)
 static bool
 local_use_unlocked(LocalSeq *ls)
 {
-	if (ls->seq == NULL ||
+	if (ls->seq == NULL || ls->block == &ls->xact_block ||
 		!distseq_seq_is(ls->seq, MyDatabaseId, ls->relid, ls->gen))
 		return false;
 	return distseq_use_unlocked(ls->seq, ls->block, ls->relid, ls->gen,
@@ -579,10 +612,14 @@ nextval_setup(FunctionCallInfo fcinfo)
 			/*
 			 * The entry found last time is still ours if it carries our
 			 * identity.  It may be taken over at any time once no backend
-			 * uses it; nextval_refill() notices that.
+			 * uses it; nextval_refill() notices that.  A sequence created
+			 * by this transaction needs none yet; once that has committed,
+			 * the next transaction comes here and attaches one.
 			 */
-			if (ls->seq == NULL ||
-				!distseq_seq_is(ls->seq, MyDatabaseId, ls->relid, ls->gen))
+			if (distseq_created_here(ls->relid, ls->gen))
+				ls->block = &ls->xact_block;
+			else if (ls->block == &ls->xact_block || ls->seq == NULL ||
+					 !distseq_seq_is(ls->seq, MyDatabaseId, ls->relid, ls->gen))
 			{
 				ls->seq = distseq_seq_attach(ls->relid, ls->gen, ls->name,
 											 &ls->def);
@@ -636,6 +673,13 @@ static pg_noinline int64
 nextval_refill(LocalSeq *ls)
 {
 	int64		after = (ls->last_gen == ls->gen) ? ls->last : PG_INT64_MIN;
+
+	if (ls->block == &ls->xact_block)
+	{
+		distseq_created_block(ls->name, ls->relid, ls->gen, ls->def.block_size,
+							  ls->def.max_value, ls->block);
+		return ls->block->next++;
+	}
 
 	for (int tries = 0;; tries++)
 	{
