@@ -95,6 +95,10 @@ COMMIT;
 -- TRUNCATE RESTART IDENTITY restarts the backing relation, not the values
 TRUNCATE ob_keep RESTART IDENTITY;
 SELECT distseq_nextval('ob_keep') > :before_drop AS above;
+-- SET UNLOGGED, which takes an owned sequence along on 15, changes nothing
+ALTER TABLE ob_keep SET UNLOGGED;
+SELECT distseq_nextval('ob_keep') > :before_drop AS above;
+ALTER TABLE ob_keep SET LOGGED;
 
 --
 -- DROP ... CASCADE, DROP SCHEMA, DROP OWNED, DROP DOMAIN: every command
