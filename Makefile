@@ -9,6 +9,7 @@ OBJS = \
 	src/inuse.o \
 	src/increate.o \
 	src/sequence.o \
+	src/ownedby.o \
 	src/catalog.o \
 	src/status.o \
 	src/worker.o \
@@ -20,7 +21,7 @@ OBJS = \
 
 DATA = distseq--1.0.sql distseq--1.0--1.1.sql distseq--1.1--1.2.sql \
 	distseq--1.2--1.3.sql distseq--1.3--1.4.sql distseq--1.4--1.5.sql \
-	distseq--1.5--1.6.sql
+	distseq--1.5--1.6.sql distseq--1.6--1.7.sql
 PGFILEDESC = "distseq - distributed integer sequences"
 
 PG_CPPFLAGS = -I$(srcdir)/src -I$(libpq_srcdir)
@@ -30,7 +31,7 @@ ifeq ($(CI),true)
 PG_CFLAGS += -Werror
 endif
 
-REGRESS = distseq_upgrade distseq_basic distseq_errors distseq_stripes distseq_privileges distseq_callforms distseq_discard distseq_fuzz distseq_memory distseq_status_bounds distseq_parallel distseq_parity distseq_increate
+REGRESS = distseq_upgrade distseq_basic distseq_errors distseq_stripes distseq_privileges distseq_callforms distseq_discard distseq_fuzz distseq_memory distseq_status_bounds distseq_parallel distseq_parity distseq_increate distseq_ownedby
 REGRESS_OPTS = --temp-config=$(srcdir)/test/distseq.conf --temp-instance=./tmp_check
 
 ISOLATION = concurrent_refill rollback_refill drop_recreate privilege_cache create_if_not_exists

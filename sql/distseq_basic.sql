@@ -84,10 +84,10 @@ SELECT attidentity FROM pg_attribute WHERE attrelid = 'ident'::regclass AND attn
 -- ownership and privileges follow the backing sequence
 CREATE ROLE distseq_alice;
 CREATE ROLE distseq_bob;
-SELECT has_function_privilege('distseq_bob', 'distseq_create(text,integer,bigint,bigint,bigint,integer,integer,integer,name[],boolean)', 'EXECUTE') AS bob_may_create,
+SELECT has_function_privilege('distseq_bob', 'distseq_create(text,integer,bigint,bigint,bigint,integer,integer,integer,name[],boolean,text)', 'EXECUTE') AS bob_may_create,
        has_function_privilege('distseq_bob', 'distseq_drop(text)', 'EXECUTE') AS bob_may_drop,
        has_function_privilege('distseq_bob', 'distseq_nextval(text)', 'EXECUTE') AS bob_may_draw;
-GRANT EXECUTE ON FUNCTION distseq_create(text,integer,bigint,bigint,bigint,integer,integer,integer,name[],boolean),
+GRANT EXECUTE ON FUNCTION distseq_create(text,integer,bigint,bigint,bigint,integer,integer,integer,name[],boolean,text),
                           distseq_drop(text) TO distseq_alice;
 SET ROLE distseq_alice;
 SELECT distseq_create('alice_seq');
@@ -116,7 +116,7 @@ RESET ROLE;
 SET ROLE distseq_alice;
 SELECT distseq_drop('alice_seq');
 RESET ROLE;
-REVOKE EXECUTE ON FUNCTION distseq_create(text,integer,bigint,bigint,bigint,integer,integer,integer,name[],boolean),
+REVOKE EXECUTE ON FUNCTION distseq_create(text,integer,bigint,bigint,bigint,integer,integer,integer,name[],boolean,text),
                            distseq_drop(text) FROM distseq_alice, distseq_bob;
 DROP ROLE distseq_alice;
 DROP ROLE distseq_bob;

@@ -175,7 +175,49 @@ RESET ROLE;
 SELECT distseq_nextval('upgraded') > :before_16 AS above_before,
        distseq_lastval() = distseq_currval('upgraded') AS lastval_is_currval;
 
+-- 1.7: a column may own a distseq sequence.  Before the update the library
+-- links none (a 1.6 catalog would keep one its table's drop took along) and
+-- refuses the link that pg_dump writes
+SELECT count(*) AS linked_at_16 FROM pg_depend
+WHERE classid = 'pg_class'::regclass AND objid = 'distseq.up_tab_id'::regclass AND deptype = 'a';
+ALTER SEQUENCE distseq.up_tab_id OWNED BY up_tab.id;
+SELECT distseq_nextval('upgraded') AS before_17 \gset
+ALTER EXTENSION distseq UPDATE TO '1.7';
+SELECT extversion FROM pg_extension WHERE extname = 'distseq';
+SELECT pg_get_function_identity_arguments(p.oid) AS args, n.nspname
+FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+WHERE p.proname = 'distseq_create';
+-- the grants stay, as the administrator's
+SELECT has_function_privilege('regress_ds_up', 'distseq_create(text,integer,bigint,bigint,bigint,integer,integer,integer,name[],boolean,text)', 'EXECUTE') AS up_may_create,
+       has_function_privilege('regress_ds_up', 'distseq_create(text,integer,bigint,bigint,bigint,integer,integer,integer,name[],boolean,text)', 'EXECUTE WITH GRANT OPTION') AS up_may_grant,
+       has_function_privilege('regress_ds_up_sub', 'distseq_create(text,integer,bigint,bigint,bigint,integer,integer,integer,name[],boolean,text)', 'EXECUTE') AS sub_may_create,
+       has_function_privilege('public', 'distseq_create(text,integer,bigint,bigint,bigint,integer,integer,integer,name[],boolean,text)', 'EXECUTE') AS public_may_create;
+SELECT p.proname, pg_get_userbyid(a.grantee) AS initial_grantee, a.privilege_type
+FROM pg_init_privs i
+JOIN pg_proc p ON p.oid = i.objoid
+CROSS JOIN aclexplode(i.initprivs) a
+WHERE i.classoid = 'pg_proc'::regclass
+  AND p.proname = 'distseq_create'
+  AND a.grantee <> p.proowner;
+SELECT evtname, evttags FROM pg_event_trigger WHERE evtname = 'distseq_on_drop';
+-- the old sequences keep issuing above what they issued
+SELECT distseq_nextval('upgraded') > :before_17 AS above_before;
+-- a sequence made before the update is linked as pg_dump writes it
+ALTER SEQUENCE distseq.up_tab_id OWNED BY up_tab.id;
+SELECT pg_get_serial_sequence('up_tab', 'id');
+-- the role creates one owned by its table, and the table's drop takes it
+CREATE TABLE up_tab2 (id bigint);
+ALTER TABLE up_tab2 OWNER TO regress_ds_up;
+SET ROLE regress_ds_up;
+SELECT distseq_create('up_by_role_17', owned_by => 'up_tab2.id');
+SELECT distseq_create_for_column('up_tab2', 'id');
+RESET ROLE;
+DROP TABLE up_tab2;
+SELECT sequence_name FROM distseq.distseq_sequences
+WHERE sequence_name IN ('up_by_role_17', 'up_tab2_id');
+
 DROP TABLE up_tab;
+SELECT count(*) AS up_tab_id_left FROM distseq.distseq_sequences WHERE sequence_name = 'up_tab_id';
 REVOKE ALL ON FUNCTION distseq_rejoin(text) FROM regress_ds_up;
 REVOKE ALL ON FUNCTION distseq.distseq_peer_state() FROM regress_ds_up;
 DROP EXTENSION distseq CASCADE;

@@ -57,6 +57,13 @@ distseq_slot_lxid(int slot)
 	pg_class_ownercheck((relid), (roleid))
 #endif
 
+/* a qualified name from text; errors are thrown */
+#if PG_VERSION_NUM >= 160000
+#define distseq_qualified_name_list(string)	stringToQualifiedNameList((string), NULL)
+#else
+#define distseq_qualified_name_list(string)	stringToQualifiedNameList(string)
+#endif
+
 /* USAGE and other rights on a foreign server */
 #if PG_VERSION_NUM >= 160000
 #include "catalog/pg_foreign_server.h"

@@ -3,7 +3,8 @@
  * distseq.c
  *	  Module entry point: the GUCs, _PG_init, which hands each subsystem its
  *	  own initialization, and the utility hook that tells the backend's
- *	  cache about DISCARD.
+ *	  cache about DISCARD and hands ownedby.c the statements that link a
+ *	  distseq sequence to a column.
  *
  *-------------------------------------------------------------------------
  */
@@ -50,6 +51,8 @@ distseq_ProcessUtility(DISTSEQ_UTILITY_PARAMS)
 {
 	Node	   *stmt = pstmt->utilityStmt;
 
+	if (distseq_ownedby_utility(stmt))
+		return;
 	if (prev_ProcessUtility)
 		prev_ProcessUtility(DISTSEQ_UTILITY_ARGS);
 	else

@@ -33,6 +33,7 @@
 
 #include "postgres.h"
 
+#include "access/attnum.h"
 #include "access/xlogdefs.h"
 #include "fmgr.h"
 #include "nodes/pg_list.h"
@@ -448,6 +449,12 @@ extern int64 distseq_catalog_release(Oid relid, uint64 gen,
 									 int64 issued, int64 lost);
 extern void distseq_catalog_record_drawn(Oid relid, uint64 gen, int64 first,
 										 int64 top);
+
+/* src/ownedby.c */
+extern Oid	distseq_ownedby_check_table(Oid relid);
+extern Oid	distseq_ownedby_column(List *names, AttrNumber *attnum, Oid *owner);
+extern void distseq_ownedby_link(Oid seqid, Oid relid, AttrNumber attnum);
+extern bool distseq_ownedby_utility(Node *stmt);
 
 /* src/nextval.c */
 extern void distseq_check_name(const char *name);

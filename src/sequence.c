@@ -14,6 +14,11 @@
  * does; unlike it, a creation that waited for a concurrent one of the same
  * name and lost finds the winner and skips too.
  *
+ * A sequence that a column owns (owned_by, and always for
+ * distseq_create_for_column() from 1.7 on) belongs to the table's owner, as
+ * serial's does, whoever of the roles with the table owner's rights creates
+ * it; ownedby.c links it to the column.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -23,6 +28,7 @@
 
 #include "access/htup_details.h"
 #include "access/xact.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_attribute.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
@@ -33,6 +39,7 @@
 #include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
+#include "utils/regproc.h"
 #include "utils/resowner.h"
 #include "utils/syscache.h"
 
@@ -53,7 +60,7 @@ check_positive(int64 value, const char *what)
  * reach; a striped sequence has nobody to draw from.
  */
 static void
-check_servers(ArrayType *servers, int32 stripes)
+check_servers(ArrayType *servers, int32 stripes, Oid owner)
 {
 	Datum	   *names;
 	bool	   *nulls;
@@ -83,10 +90,10 @@ check_servers(ArrayType *servers, int32 stripes)
 					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 					 errmsg("server \"%s\" does not use the distseq foreign-data wrapper",
 							server->servername)));
-		/* the worker connects as this role, with its user mapping */
-		if (distseq_foreign_server_aclcheck(server->serverid, GetUserId(), ACL_USAGE) != ACLCHECK_OK)
+		/* the worker connects as the owner, with its user mapping */
+		if (distseq_foreign_server_aclcheck(server->serverid, owner, ACL_USAGE) != ACLCHECK_OK)
 			aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_FOREIGN_SERVER, server->servername);
-		(void) GetUserMapping(GetUserId(), server->serverid);
+		(void) GetUserMapping(owner, server->serverid);
 	}
 }
 
@@ -114,9 +121,10 @@ report_skipping(const char *name)
  * reports it like any other that exists.  Returns whether it created one.
  */
 static bool
-create_or_find(const char *name, bool if_not_exists, int32 block_size,
-			   int64 window_size, int64 start_value, int64 max_value,
-			   int32 min_open, int32 stripes, int32 stripe, Datum servers)
+create_or_find(const char *name, Oid seqowner, bool if_not_exists,
+			   int32 block_size, int64 window_size, int64 start_value,
+			   int64 max_value, int32 min_open, int32 stripes, int32 stripe,
+			   Datum servers)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	ResourceOwner owner = CurrentResourceOwner;
@@ -127,7 +135,7 @@ create_or_find(const char *name, bool if_not_exists, int32 block_size,
 	MemoryContextSwitchTo(cxt);
 	PG_TRY();
 	{
-		distseq_catalog_create(name, GetUserId(), block_size, window_size,
+		distseq_catalog_create(name, seqowner, block_size, window_size,
 							   start_value, max_value, min_open, stripes,
 							   stripe, servers);
 		ReleaseCurrentSubTransaction();
@@ -158,13 +166,15 @@ create_or_find(const char *name, bool if_not_exists, int32 block_size,
 }
 
 /*
- * Check the arguments common to both creators and create the sequence, or
- * skip one that exists when if_not_exists.  Returns whether it created one.
+ * Check the arguments common to both creators and create the sequence,
+ * owned by "owner", or skip one that exists when if_not_exists.  Returns
+ * whether it created one.
  */
 static bool
-create_sequence(const char *name, bool if_not_exists, int32 block_size,
-				int64 window_size, int64 start_value, int64 max_value,
-				int32 min_open, int32 stripes, int32 stripe, Datum servers)
+create_sequence(const char *name, Oid owner, bool if_not_exists,
+				int32 block_size, int64 window_size, int64 start_value,
+				int64 max_value, int32 min_open, int32 stripes, int32 stripe,
+				Datum servers)
 {
 	int64		first;
 	int64		last;
@@ -207,7 +217,7 @@ create_sequence(const char *name, bool if_not_exists, int32 block_size,
 						stripe, stripes)));
 
 	if (servers != (Datum) 0)
-		check_servers(DatumGetArrayTypeP(servers), stripes);
+		check_servers(DatumGetArrayTypeP(servers), stripes, owner);
 
 	if (distseq_catalog_lookup(name, &def))
 	{
@@ -216,9 +226,9 @@ create_sequence(const char *name, bool if_not_exists, int32 block_size,
 		report_skipping(name);
 		return false;
 	}
-	return create_or_find(name, if_not_exists, block_size, window_size,
-						  start_value, max_value, min_open, stripes, stripe,
-						  servers);
+	return create_or_find(name, owner, if_not_exists, block_size,
+						  window_size, start_value, max_value, min_open,
+						  stripes, stripe, servers);
 }
 
 static bool
@@ -272,31 +282,59 @@ distseq_room(int64 top, int64 last, int64 size)
 
 #define ARG_OR(n, getter, dflt)	(PG_ARGISNULL(n) ? (dflt) : getter(n))
 
+/* The backing relation of a sequence this transaction created */
+static Oid
+backing_relid(const char *name)
+{
+	return get_relname_relid(name, get_namespace_oid("distseq", false));
+}
+
 PG_FUNCTION_INFO_V1(distseq_create);
 
 Datum
 distseq_create(PG_FUNCTION_ARGS)
 {
+	char	   *name;
+	Oid			owner = GetUserId();
+	Oid			relid = InvalidOid;
+	AttrNumber	attnum = InvalidAttrNumber;
+	bool		created;
+
 	distseq_check_loaded();
 	distseq_check_writable("distseq_create()");
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("distseq sequence name must not be null")));
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 
-	create_sequence(text_to_cstring(PG_GETARG_TEXT_PP(0)),
+	/* owned_by came with 1.7: the caller must have the table owner's rights */
+	if (PG_NARGS() > 10 && !PG_ARGISNULL(10))
+	{
+		List	   *names;
+
+		names = distseq_qualified_name_list(text_to_cstring(PG_GETARG_TEXT_PP(10)));
+		relid = distseq_ownedby_column(names, &attnum, &owner);
+		if (!distseq_rel_ownercheck(relid, GetUserId()))
+			aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, get_rel_name(relid));
+	}
+
+	created = create_sequence(name, owner,
 	/* if_not_exists came with 1.6 */
-					PG_NARGS() > 9 && ARG_OR(9, PG_GETARG_BOOL, false),
-					ARG_OR(1, PG_GETARG_INT32, distseq_default_block_size),
-					ARG_OR(2, PG_GETARG_INT64, 100000),
-					ARG_OR(3, PG_GETARG_INT64, 1),
-					ARG_OR(4, PG_GETARG_INT64, DISTSEQ_MAX_VALUE),
-					ARG_OR(5, PG_GETARG_INT32, 2),
+							  PG_NARGS() > 9 && ARG_OR(9, PG_GETARG_BOOL, false),
+							  ARG_OR(1, PG_GETARG_INT32, distseq_default_block_size),
+							  ARG_OR(2, PG_GETARG_INT64, 100000),
+							  ARG_OR(3, PG_GETARG_INT64, 1),
+							  ARG_OR(4, PG_GETARG_INT64, DISTSEQ_MAX_VALUE),
+							  ARG_OR(5, PG_GETARG_INT32, 2),
 	/* the 1.0 and 1.1 definitions have no stripes */
-					PG_NARGS() > 6 ? ARG_OR(6, PG_GETARG_INT32, 1) : 1,
-					PG_NARGS() > 7 ? ARG_OR(7, PG_GETARG_INT32, 0) : 0,
+							  PG_NARGS() > 6 ? ARG_OR(6, PG_GETARG_INT32, 1) : 1,
+							  PG_NARGS() > 7 ? ARG_OR(7, PG_GETARG_INT32, 0) : 0,
 	/* servers came with 1.3 */
-					PG_NARGS() > 8 && !PG_ARGISNULL(8) ? PG_GETARG_DATUM(8) : (Datum) 0);
+							  PG_NARGS() > 8 && !PG_ARGISNULL(8) ? PG_GETARG_DATUM(8) : (Datum) 0);
+	/* one that if_not_exists skipped keeps its link, or none */
+	if (created && OidIsValid(relid))
+		distseq_ownedby_link(backing_relid(name), relid, attnum);
 	PG_RETURN_VOID();
 }
 
@@ -305,7 +343,8 @@ PG_FUNCTION_INFO_V1(distseq_create_for_column);
 /*
  * Create a sequence that starts above the values a column already holds
  * and make it the column's default, replacing a serial default or an
- * identity.  Returns the sequence's name.  With if_not_exists, a sequence
+ * identity.  From 1.7 on the column owns it, as a serial column owns its
+ * sequence.  Returns the sequence's name.  With if_not_exists, a sequence
  * of that name that exists leaves the table and its default as they are.
  */
 Datum
@@ -320,6 +359,8 @@ distseq_create_for_column(PG_FUNCTION_ARGS)
 	int64		max_value;
 	char		relkind;
 	bool		if_not_exists;
+	bool		owned;
+	Oid			owner = GetUserId();
 	DistseqDef	def;
 
 	distseq_check_loaded();
@@ -346,6 +387,10 @@ distseq_create_for_column(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_UNDEFINED_COLUMN),
 				 errmsg("column \"%s\" of relation \"%s\" does not exist",
 						column, get_rel_name(relid))));
+	/* a catalog older than 1.7 would keep a sequence dropped with its table */
+	owned = distseq_catalog_minor() >= 7;
+	if (owned)
+		owner = distseq_ownedby_check_table(relid);
 
 	name = PG_ARGISNULL(2) ? psprintf("%s_%s", get_rel_name(relid), column)
 		: text_to_cstring(PG_GETARG_TEXT_PP(2));
@@ -384,7 +429,7 @@ distseq_create_for_column(PG_FUNCTION_ARGS)
 				 errmsg("column \"%s\" already holds the value " INT64_FORMAT ", not below max_value " INT64_FORMAT,
 						column, max_in_use, max_value)));
 
-	if (!create_sequence(name, if_not_exists,
+	if (!create_sequence(name, owner, if_not_exists,
 						 ARG_OR(3, PG_GETARG_INT32, distseq_default_block_size),
 						 ARG_OR(4, PG_GETARG_INT64, 100000),
 						 Max(max_in_use + 1, 1),
@@ -392,6 +437,9 @@ distseq_create_for_column(PG_FUNCTION_ARGS)
 						 ARG_OR(6, PG_GETARG_INT32, 2),
 						 1, 0, (Datum) 0))
 		PG_RETURN_TEXT_P(cstring_to_text(name));
+	if (owned)
+		distseq_ownedby_link(backing_relid(name), relid,
+							 get_attnum(relid, column));
 
 	/* as the caller, who owns the table */
 	if (SPI_connect() != SPI_OK_CONNECT)

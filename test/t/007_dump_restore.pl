@@ -1,5 +1,6 @@
 # pg_dump of a database in use, restored elsewhere: the restored sequences
-# continue above every value the source handed out.
+# continue above every value the source handed out, and the sequences a
+# column owns are still owned by it.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -11,12 +12,26 @@ my $src = PostgreSQL::Test::Cluster->new('src');
 $src->init;
 $src->append_conf('postgresql.conf', "shared_preload_libraries = 'distseq'");
 $src->start;
-$src->safe_psql('postgres', 'CREATE DATABASE app');
+$src->safe_psql('postgres', 'CREATE DATABASE app; CREATE ROLE billing');
 $src->safe_psql('app',
 	"CREATE EXTENSION distseq;
 	 SELECT distseq_create('s', block_size => 10);
 	 SELECT distseq_create('t', block_size => 3, window_size => 50000, max_value => 2147483647);
 	 CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT distseq_nextval('s'), v text);");
+# Owned by a column: one that distseq_create_for_column() made the column's
+# default, one of distseq_create(owned_by), in a schema and of a role of
+# their own (pg_dump hands the sequence to the table's owner before it
+# links them).
+$src->safe_psql('app',
+	"CREATE SCHEMA billing AUTHORIZATION billing;
+	 CREATE TABLE billing.items (id bigint PRIMARY KEY, v text);
+	 CREATE TABLE billing.notes (note_id bigint);
+	 ALTER TABLE billing.items OWNER TO billing;
+	 ALTER TABLE billing.notes OWNER TO billing;
+	 SELECT distseq_create_for_column('billing.items', 'id', block_size => 4);
+	 SELECT distseq_create('notes_id', block_size => 4, owned_by => 'billing.notes.note_id');
+	 INSERT INTO billing.items (v) SELECT 'x' FROM generate_series(1, 30);
+	 INSERT INTO billing.notes SELECT distseq_nextval('notes_id') FROM generate_series(1, 30);");
 
 # Two clients draw while pg_dump runs; every value they print counts.  They
 # read and write files, so they run on their own while the test waits.
@@ -67,6 +82,12 @@ my %uniq = map { $_ => 1 } @s_values;
 is(scalar(keys %uniq), scalar(@s_values), 'source values are distinct');
 my $s_max = max(@s_values);
 my $t_max = max(@t_values);
+# drawn after the dump too
+$src->safe_psql('app',
+	"INSERT INTO billing.items (v) SELECT 'z' FROM generate_series(1, 20);
+	 INSERT INTO billing.notes SELECT distseq_nextval('notes_id') FROM generate_series(1, 20);");
+my $items_max = $src->safe_psql('app', 'SELECT max(id) FROM billing.items');
+my $notes_max = $src->safe_psql('app', 'SELECT max(note_id) FROM billing.notes');
 
 sub check_restored
 {
@@ -85,6 +106,29 @@ sub check_restored
 	cmp_ok($node->safe_psql($db,
 			"SELECT values_lost FROM distseq_status WHERE sequence_name = 's'"),
 		'>', 0, "$what: the skipped values are counted");
+
+	# the columns still own their sequences, which still continue
+	is($node->safe_psql($db,
+			"SELECT pg_get_serial_sequence('billing.items', 'id'),
+			        pg_get_serial_sequence('billing.notes', 'note_id'),
+			        (SELECT pg_get_userbyid(relowner) FROM pg_class
+			         WHERE oid = 'distseq.notes_id'::regclass)"),
+		'distseq.items_id|distseq.notes_id|billing', "$what: the links came along");
+	cmp_ok($node->safe_psql($db,
+			"INSERT INTO billing.items (v) VALUES ('y') RETURNING id"),
+		'>', $items_max, "$what: the owned sequence continues above the source");
+	cmp_ok($node->safe_psql($db, "SELECT distseq_nextval('notes_id')"),
+		'>', $notes_max, "$what: the other one too");
+	# and go with their table or column
+	$node->safe_psql($db,
+		'DROP TABLE billing.items; ALTER TABLE billing.notes DROP COLUMN note_id');
+	is($node->safe_psql($db,
+			"SELECT count(*) FROM distseq.distseq_sequences
+			 WHERE sequence_name IN ('items_id', 'notes_id')")
+		  . '|' . $node->safe_psql($db,
+			"SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+			 WHERE n.nspname = 'distseq' AND c.relname IN ('items_id', 'notes_id')"),
+		'0|0', "$what: DROP TABLE and DROP COLUMN drop the owned sequences");
 }
 
 # A fresh cluster.
@@ -92,7 +136,7 @@ my $dst = PostgreSQL::Test::Cluster->new('dst');
 $dst->init;
 $dst->append_conf('postgresql.conf', "shared_preload_libraries = 'distseq'");
 $dst->start;
-$dst->safe_psql('postgres', 'CREATE DATABASE app');
+$dst->safe_psql('postgres', 'CREATE DATABASE app; CREATE ROLE billing');
 $dst->command_ok([ 'pg_restore', '-d', $dst->connstr('app'), $dump ],
 	'restore into a fresh cluster');
 check_restored($dst, 'app', 'fresh cluster');

@@ -206,6 +206,13 @@ is(scalar(@leaks), 0, 'the log never shows the password') or diag(@leaks);
 ($ret, $out, $err) = $node{a}->psql('postgres', "SELECT distseq_drop('orders')");
 like($err, qr/cannot drop distseq sequence "orders" on a node with peers/,
 	'a shared sequence is not dropped on one member');
+# nor with the table whose column owns it
+($ret, $out, $err) = $node{a}->psql('postgres',
+	"CREATE TABLE orders_owner (id bigint);
+	 ALTER SEQUENCE distseq.orders OWNED BY orders_owner.id;
+	 DROP TABLE orders_owner");
+like($err, qr/cannot drop distseq sequence "orders" on a node with peers/,
+	'nor with the table whose column owns it');
 
 # A copy of a member -- here a promoted standby of c, on a new timeline --
 # takes no part in the group.

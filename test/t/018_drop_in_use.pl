@@ -7,7 +7,9 @@
 # transaction that drew from the old sequence, else the new one starts below
 # an id that is still to be committed and hands it out again, a unique
 # violation that aborts a client (it does when the drop does not wait).  No
-# client may fail, and the table holds every id once.
+# client may fail, and the table holds every id once.  Every other cycle
+# drops the sequence as a column's: with the table whose column owns it,
+# re-created along with it.
 use strict;
 use warnings;
 
@@ -27,7 +29,9 @@ $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION distseq');
 $node->safe_psql('postgres',
 	"CREATE TABLE t (id bigint PRIMARY KEY);
-	 SELECT distseq_create('s', block_size => 5, window_size => 1000)");
+	 CREATE TABLE owner_t (id bigint);
+	 SELECT distseq_create('s', block_size => 5, window_size => 1000,
+		owned_by => 'owner_t.id')");
 
 my $tmp = PostgreSQL::Test::Utils::tempdir;
 my $script = "$tmp/insert.sql";
@@ -56,11 +60,14 @@ $node->poll_query_until('postgres', 'SELECT count(*) > 200 FROM t')
 my $recreated = 0;
 for my $i (1 .. $cycles)
 {
+	my $drop = $i % 2
+	  ? "SELECT distseq_drop('s')"
+	  : 'DROP TABLE owner_t; CREATE TABLE owner_t (id bigint)';
 	$node->safe_psql('postgres',
 		"BEGIN;
-		 SELECT distseq_drop('s');
+		 $drop;
 		 SELECT distseq_create('s', block_size => 5, window_size => 1000,
-			start_value => (SELECT max(id) + 1 FROM t));
+			start_value => (SELECT max(id) + 1 FROM t), owned_by => 'owner_t.id');
 		 COMMIT;");
 	$recreated++;
 	$node->safe_psql('postgres', 'SELECT pg_sleep(0.1)');
