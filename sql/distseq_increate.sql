@@ -161,6 +161,6 @@ SELECT distseq_nextval('inc_remote');
 ROLLBACK;
 DROP SERVER inc_srv CASCADE;
 
-DROP TABLE inc_items;
+DROP TABLE inc_items;  -- drops inc_items_id with it
 SELECT sequence_name, distseq_drop(sequence_name) FROM distseq.distseq_sequences
 WHERE sequence_name LIKE 'inc\_%' ORDER BY 1;
