@@ -19,7 +19,7 @@ OBJS = \
 
 DATA = distseq--1.0.sql distseq--1.0--1.1.sql distseq--1.1--1.2.sql \
 	distseq--1.2--1.3.sql distseq--1.3--1.4.sql distseq--1.4--1.5.sql \
-	distseq--1.5--1.6.sql
+	distseq--1.5--1.6.sql distseq--1.6--1.7.sql
 PGFILEDESC = "distseq - distributed integer sequences"
 
 PG_CPPFLAGS = -I$(srcdir)/src -I$(libpq_srcdir)

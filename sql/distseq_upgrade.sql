@@ -175,6 +175,32 @@ RESET ROLE;
 SELECT distseq_nextval('upgraded') > :before_16 AS above_before,
        distseq_lastval() = distseq_currval('upgraded') AS lastval_is_currval;
 
+-- ---- 1.7: settling a membership change whose proposer is lost ----
+-- ballots on the node row, all 0 on a node that never promised one, and
+-- two functions peers call, with the owner's rights, that nobody else may
+ALTER EXTENSION distseq UPDATE TO '1.7';
+SELECT extversion FROM pg_extension WHERE extname = 'distseq';
+SELECT promised_round, promised_node, accepted_round, accepted_node FROM distseq.distseq_node;
+SELECT p.proname, p.pronargs, p.prosecdef,
+       has_function_privilege('public', p.oid, 'EXECUTE') AS public_may,
+       has_function_privilege('regress_ds_up', p.oid, 'EXECUTE') AS up_may
+FROM pg_proc p
+WHERE p.pronamespace = 'distseq'::regnamespace
+  AND p.proname IN ('distseq_peer_prepare', 'distseq_peer_accept')
+ORDER BY p.proname;
+-- a prepare names the node meant; on this node, a promise, then a refusal
+-- of the same ballot, and an accept of a lower one fails
+SELECT answer FROM distseq.distseq_peer_prepare(0, 0, 1, 1, 12345);
+SELECT p.answer, p.promised_round, p.promised_node, p.accepted_round, p.pending
+FROM distseq.distseq_node n,
+     LATERAL distseq.distseq_peer_prepare(n.epoch, n.epoch_id, 1, 7, n.node_id) p;
+SELECT p.answer, p.promised_round, p.promised_node
+FROM distseq.distseq_node n,
+     LATERAL distseq.distseq_peer_prepare(n.epoch, n.epoch_id, 1, 7, n.node_id) p;
+SELECT distseq.distseq_peer_accept(n.epoch, n.epoch_id, 1, 6, n.epoch + 1, 99, n.members, n.node_id)
+FROM distseq.distseq_node n;
+SELECT promised_round, promised_node, pending FROM distseq.distseq_node;
+
 DROP TABLE up_tab;
 REVOKE ALL ON FUNCTION distseq_rejoin(text) FROM regress_ds_up;
 REVOKE ALL ON FUNCTION distseq.distseq_peer_state() FROM regress_ds_up;
