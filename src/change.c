@@ -1318,6 +1318,7 @@ typedef struct Settle
 	int			promised;		/* promises, this node's own too */
 	int64		seen_round;		/* the highest ballot round refused by */
 	bool		known;			/* a member is active after E0: c was decided */
+	bool		noop;			/* c abandons every change from E0 */
 	int64		best_round;		/* the highest ballot >= 1 of a change taken */
 	int64		best_node;
 	Change		best;
@@ -1443,6 +1444,7 @@ settle_choose(Settle *s)
 		id &= PG_INT64_MAX;
 	} while (id == 0);
 	settle_change(s, &s->c, s->epoch + 1, id, s->members, s->nmembers);
+	s->noop = true;
 	return NULL;
 }
 
@@ -1558,9 +1560,9 @@ settle_decide(const char *schema, Settle *s)
 		Oid			ktypes[2] = {INT8OID, INT8OID};
 		Datum		kvalues[2] = {Int64GetDatum(s->round), Int64GetDatum(s->self)};
 
-		/* decided already: no ballot needed to take it, from where it is */
-		if (!settle_accept(schema, s->epoch, s->epoch_id, 0, 0, s->c.epoch, s->c.epoch_id,
-						   values[4], s->self))
+		/* decided already: this node takes it, from where it is */
+		if (!settle_accept(schema, s->epoch, s->epoch_id, s->round, s->self, s->c.epoch,
+						   s->c.epoch_id, values[4], s->self))
 		{
 			distseq_spi_exec(psprintf("SELECT 1 FROM %s.distseq_node WHERE pending"
 									  " AND epoch = $1 AND epoch_id = $2", schema),
@@ -1677,8 +1679,7 @@ change_settle(MemoryContext cxt)
 		ereport(LOG,
 				(errmsg("distseq membership change from membership " INT64_FORMAT " settled here: %s membership " INT64_FORMAT " of %d members",
 						s.epoch, s.known ? "it was decided," :
-						s.c.nmembers == s.nmembers && s.c.epoch_id != s.best.epoch_id &&
-						s.ntaken == 0 ? "nothing was decided, abandoned for" : "finished,",
+						s.noop ? "nothing was decided, abandoned for" : "finished,",
 						s.c.epoch, s.c.nmembers)));
 	return problem;
 }
