@@ -216,6 +216,30 @@ DROP TABLE up_tab2;
 SELECT sequence_name FROM distseq.distseq_sequences
 WHERE sequence_name IN ('up_by_role_17', 'up_tab2_id');
 
+-- ---- 1.7: settling a membership change whose proposer is lost ----
+-- ballots on the node row, all 0 on a node that never promised one, and
+-- two functions peers call, with the owner's rights, that nobody else may
+SELECT promised_round, promised_node, accepted_round, accepted_node FROM distseq.distseq_node;
+SELECT p.proname, p.pronargs, p.prosecdef,
+       has_function_privilege('public', p.oid, 'EXECUTE') AS public_may,
+       has_function_privilege('regress_ds_up', p.oid, 'EXECUTE') AS up_may
+FROM pg_proc p
+WHERE p.pronamespace = 'distseq'::regnamespace
+  AND p.proname IN ('distseq_peer_prepare', 'distseq_peer_accept')
+ORDER BY p.proname;
+-- a prepare names the node meant; on this node, a promise, then a refusal
+-- of the same ballot, and an accept of a lower one fails
+SELECT answer FROM distseq.distseq_peer_prepare(0, 0, 1, 1, 12345);
+SELECT p.answer, p.promised_round, p.promised_node, p.accepted_round, p.pending
+FROM distseq.distseq_node n,
+     LATERAL distseq.distseq_peer_prepare(n.epoch, n.epoch_id, 1, 7, n.node_id) p;
+SELECT p.answer, p.promised_round, p.promised_node
+FROM distseq.distseq_node n,
+     LATERAL distseq.distseq_peer_prepare(n.epoch, n.epoch_id, 1, 7, n.node_id) p;
+SELECT distseq.distseq_peer_accept(n.epoch, n.epoch_id, 1, 6, n.epoch + 1, 99, n.members, n.node_id)
+FROM distseq.distseq_node n;
+SELECT promised_round, promised_node, pending FROM distseq.distseq_node;
+
 DROP TABLE up_tab;
 SELECT count(*) AS up_tab_id_left FROM distseq.distseq_sequences WHERE sequence_name = 'up_tab_id';
 REVOKE ALL ON FUNCTION distseq_rejoin(text) FROM regress_ds_up;

@@ -77,10 +77,80 @@
  *             error in phase two (p moved on while it ran) is logged: the
  *             pass goes on with the recovery and the agent.
  *   recovery  at every pass of a node v pending in a change of another
- *             proposer q: ask q whether the change was decided (waits for a
- *             T1 in flight on q); not decided: v goes back to prev_*.  Only
- *             the node q answers: another node at q's address (q wiped and
- *             reinstalled) refuses, and v waits (for good, if q is gone).
+ *             proposer q, which it took in round 0 (below): ask q whether
+ *             the change was decided (waits for a T1 in flight on q); not
+ *             decided: v goes back to prev_*.  Only the node q answers:
+ *             another node at q's address (q wiped and reinstalled) refuses,
+ *             and v waits (for good, if q is gone: then a member settles
+ *             the change, below).
+ *   settle    (1.7) any member r of a membership E0 (active in it, or
+ *             pending from it) settles the change from E0: finishes the one
+ *             that may have been decided, or abandons them all for a no-op
+ *             change; see "Settling a change" below.
+ *
+ * Settling a change (1.7, distseq_change_settle; the recovery of a change
+ * whose proposer is lost).  Changes from one membership E0 form one
+ * instance of consensus: at most one of them is ever decided (the model
+ * checks it: "two changes decided from membership ...").  The phase one
+ * above is round 0 of it: moves that need no promise, each node taking at
+ * most one change at a time, and the proposer deciding alone.  A recovery
+ * runs the two rounds of Paxos on the members of E0, with a ballot
+ * (round >= 1, node id) above every one it saw:
+ *
+ *   node      two more columns: promised, the highest ballot it promised
+ *             in the instance it is in (of E0 while active in E0 or
+ *             pending from it); accepted, the ballot at which it took its
+ *             pending change (0: round 0).  Both go back to 0 when it is
+ *             activated in a new membership (not when phase two activates
+ *             it again in the one it is in: what it promised holds).
+ *   round 0   a move (epoch_cas, the proposer's own move) is refused by a
+ *             node that promised any ballot; so is the repeated step.  A
+ *             revert (the proposer's, or at a pass after asking the
+ *             proposer) undoes only a change taken in round 0.
+ *   prepare   distseq_peer_prepare(E0, ballot, node meant), on every member
+ *             of E0 (its own promise committed on its own): a node in the
+ *             instance of E0 with promised < ballot sets promised = ballot
+ *             and answers with its pending change and accepted ballot, if
+ *             any (a promise); one active in a membership of epoch E0 + 1
+ *             answers with it (that change was decided); any other refuses
+ *             (with its promise: the next try goes higher).
+ *   choose    a member active after E0: its change (decided; no accept
+ *             round, this node just takes it, pending).  Otherwise fewer
+ *             than a majority of E0 promised: stop, nothing done.  Else:
+ *             the change of the highest accepted ballot >= 1 among the
+ *             promises, if any (Paxos); else each change X of round 0
+ *             among them may have been decided only if
+ *                 (promises holding X) + (members of E0 that did not promise)
+ *                 >= majority of E0
+ *             (each node holds one change of round 0 at a time, drops it
+ *             only when it cannot be decided, and once it promised takes
+ *             no other): one such X, take it; none: a no-op change (the
+ *             members of E0, epoch E0 + 1, a new epoch_id) abandons them
+ *             all; two: stop.  A change that leaves this node out is left
+ *             to a member that stays.
+ *   accept    distseq_peer_join on the joiners of the change (best effort:
+ *             one that went back joins again if still fresh), then
+ *             distseq_peer_accept(E0, ballot, change, node meant) on every
+ *             other member of E0: a node in the instance of E0 with
+ *             promised <= ballot takes the change, pending (prev_* = E0 if
+ *             it was active in E0), accepted = promised = ballot, proposer
+ *             = r.  With this node's own accept, at least a majority of
+ *             E0: this node takes it and records the change row in one
+ *             transaction (decided; an older unfinished row is finished),
+ *             then phase two as a proposer's.  Else stop: no revert (a
+ *             change taken at a ballot >= 1 is only ever replaced by a
+ *             higher ballot's).
+ *   activate  also takes a node pending from E0 in another change from E0
+ *             (one abandoned: never decided, as this one was).
+ *
+ * Why it is safe: a change decided in round 0 was held by a majority of
+ * E0 (its proposer included) when it was decided, and none of them drops
+ * it; each promise quorum meets that majority in a node that took it
+ * before promising, so the count above keeps it, and a second change of
+ * round 0 cannot pass the count too without the stop.  A change decided at
+ * a ballot >= 1 is held at that ballot or above by a majority: Paxos.  A
+ * proposer that promised cannot decide in round 0 any more, and nodes
+ * that promised refuse its moves, so what the count saw is all it can get.
  *
  * --broken=X takes one mechanism out, to show that the checker catches it:
  *   noepoch     the agent ignores the membership epoch (its reads, the CAS)
@@ -118,6 +188,16 @@
  *               node; so it is not in run.sh's list)
  *   inlinealone a node whose membership has one member allocates inline (the
  *               rule of 1.3: a removed node, or the last member, alone)
+ *   recnoquorum settling goes on with fewer than a majority of promises
+ *               (finish or abandon without reading a majority; scenario
+ *               splitprepare)
+ *   recnopromise prepares bind no one: promises are not kept, moves of
+ *               round 0 and accepts ignore them (abandon without a higher
+ *               ballot; scenario lateproposer, and random runs)
+ *
+ * --norecovery: no member settles a change (the code before 1.7), and
+ * activation does not take a node pending in an abandoned change: the
+ * scenarios lost1-lost4 then end stuck.
  *
  * Activation is accepted from any older epoch > 0 (a member left behind
  * two changes or more is taken in); this was proposed here as --older and
@@ -125,10 +205,13 @@
  *
  * --scenario=NAME replays a scripted history, with no other event (see
  * scenario() below): twonode, shrink, shrink5, joiners, fewmarks,
- * superseded, freshrace, reinstall, behind, rejoin.
+ * superseded, freshrace, reinstall, behind, rejoin, lost0-lost4,
+ * splitprepare, lateproposer.
  *
- * A group can still get stuck (a node pending in a change whose proposer
- * is gone, or wiped and reinstalled, waits for good), so runs
+ * In random runs a member settles the change from its membership at 8% of
+ * the changes started, racing live proposers, agents and faults as they
+ * do.  A group can still get stuck (a joiner of an abandoned change waits
+ * for its lost proposer; all members of a group wiped...), so runs
  * (--restart=STEPS) start a new cluster of fresh nodes when no change was
  * done for a while, and (--vary) give each cluster its own mix of events,
  * see draw_mix().  How often a listed member was not active in the newest
@@ -154,10 +237,10 @@ typedef uint64_t u64;
 
 enum { BRK_NONE, BRK_NOEPOCH, BRK_NOCAS, BRK_NOPENDING, BRK_NOQUORUM, BRK_FEWMARKS,
 	BRK_ANYEPOCH, BRK_BLINDREVERT, BRK_INLINEALONE, BRK_NOFRESHCHECK, BRK_NOIDCHECK,
-	BRK_NOMOVEFROM, BRK_NODECIDEDID, BRK_COUNT };
+	BRK_NOMOVEFROM, BRK_NODECIDEDID, BRK_RECNOQUORUM, BRK_RECNOPROMISE, BRK_COUNT };
 static const char *brk_names[] = {"none", "noepoch", "nocas", "nopending", "noquorum",
 	"fewmarks", "anyepoch", "blindrevert", "inlinealone", "nofreshcheck", "noidcheck",
-	"nomovefrom", "nodecidedid"};
+	"nomovefrom", "nodecidedid", "recnoquorum", "recnopromise"};
 
 /* options */
 static u64	opt_seed = 1;
@@ -175,6 +258,7 @@ static long opt_restart = -1;	/* a new cluster after so many steps with no
 static int	opt_vary = -1;		/* a mix of events per cluster (-1: when they restart) */
 static int	opt_own = -1;		/* fresh nodes may have the sequence (-1: with --vary) */
 static int	opt_older = 1;		/* activation from any older epoch > 0 (the code) */
+static int	opt_norec = 0;		/* no recovery: the code before 1.7 */
 static const char *opt_scenario;
 static double p_anom;			/* per call: reply lost, or request delayed */
 static double p_read;			/* per agent read: it times out */
@@ -320,6 +404,9 @@ typedef struct
 	int			job;			/* the worker's job running here, -1 for none */
 	int			npriv;			/* windows of its own sequence, before joining */
 	i64			priv[MAXPRIV][2];
+	i64			promised;		/* recovery ballot promised in this instance (0: none) */
+	i64			bal;			/* pending: ballot it accepted at (0: round 0) */
+	i64			seenbal;		/* largest ballot seen refused (a hint) */
 } Node;
 
 static Node nd[MAXN];
@@ -431,6 +518,8 @@ config_line(FILE *f)
 		fprintf(f, " broken=%s", brk_names[brk]);
 	if (opt_older)
 		fprintf(f, " older");
+	if (opt_norec)
+		fprintf(f, " norecovery");
 	fprintf(f, " changes=%s", opt_ops == 1 ? "add" : opt_ops == 2 ? "remove" : "both");
 	if (!opt_scenario && opt_restart > 0)
 		fprintf(f, " restart=%ld", opt_restart);
@@ -470,6 +559,7 @@ static struct
 	long		attempts, windows, inl, lost, nomaj, agent_crash;
 	long		ch_start, ch_ok, ch_fail, revert_fail, prop_crash;
 	long		p2_runs, p2_done, p2_fewmarks, p2_actfail, p2_errors, p2_superseded, recovered, reverted;
+	long		rec_start, rec_known, rec_finish, rec_noop, rec_fail;
 	long		crashes, wipes, delayed, delivered, lost_replies, waits, joined_own;
 	long		clusters, stuck, last_change;	/* the step of the last change decided */
 }			st;
@@ -586,14 +676,14 @@ join_group(int s, const char *how)
 
 /* ---- calls: one call on one node, atomic there ---- */
 
-enum { M_CAS, M_EPOCH, M_REVERT, M_MARKS, M_ACT, M_DECIDED, M_INTRO, M_JOIN };
+enum { M_CAS, M_EPOCH, M_REVERT, M_MARKS, M_ACT, M_DECIDED, M_INTRO, M_JOIN, M_PREP, M_ACC };
 static const char *msg_names[] = {"cas", "epoch-cas", "revert", "marks", "activate",
-	"decided", "introduce", "join"};
+	"decided", "introduce", "join", "prepare", "accept"};
 
 typedef struct
 {
 	int			kind, to;
-	i64			E, E2, M, nh, mark;
+	i64			E, E2, M, nh, mark, b;
 	u64			Eid, id2;
 	int			prop;
 	Set			set;
@@ -610,13 +700,29 @@ typedef struct
 {
 	int			prop;
 	u64			id;
+	i64			pE;
+	u64			pid;
 } Decided;
 static Decided *decided;
 static int	ndecided, capdecided;
 
+/*
+ * A change decided (by its proposer, or by a recovery).  Agreement: of the
+ * changes proposed from one membership, one at most is ever decided (the
+ * same change may be decided twice: by its proposer and by a recovery).
+ */
 static void
-log_decided(int prop, u64 id)
+log_decided(int prop, u64 id, i64 pE, u64 pid)
 {
+	char		b1[32],
+				b2[32],
+				b3[32];
+
+	for (int i = 0; i < ndecided; i++)
+		if (pE > 0 && decided[i].pE == pE && decided[i].pid == pid && decided[i].id != id)
+			violation("two changes decided from membership %s: %s by n%d, and %s by n%d",
+					  epstr(pE, pid, b1), epstr(pE + 1, decided[i].id, b2), decided[i].prop,
+					  epstr(pE + 1, id, b3), prop);
 	if (ndecided == capdecided)
 	{
 		capdecided = capdecided ? capdecided * 2 : 256;
@@ -626,6 +732,8 @@ log_decided(int prop, u64 id)
 	}
 	decided[ndecided].prop = prop;
 	decided[ndecided].id = id;
+	decided[ndecided].pE = pE;
+	decided[ndecided].pid = pid;
 	ndecided++;
 }
 
@@ -652,6 +760,12 @@ act_ok(const Node *n, const Msg *m)
 	/* the membership before, unless it is epoch 0: every fresh node's */
 	if (n->epoch == m->E && n->eid == m->Eid && m->E > 0)
 		return 1;
+	/*
+	 * pending from it, in another change proposed from it: that change is
+	 * never decided, as this one is (recovery: a change abandoned)
+	 */
+	if (n->pending && n->pepoch == m->E && n->peid == m->Eid && m->E > 0 && !opt_norec)
+		return 1;
 	/* any older epoch but 0 (the code since --older was proposed) */
 	if (opt_older && n->epoch > 0 && n->epoch < m->E2)
 		return 1;
@@ -665,6 +779,15 @@ act_ok(const Node *n, const Msg *m)
 static void
 activate(Node *n, int s, i64 E, u64 id, const Set *mem, i64 mark, const char *how)
 {
+	/*
+	 * A new instance: the change from this membership.  Not when it is
+	 * active in it already (phase two again): what it promised holds.
+	 */
+	if (n->pending || n->epoch != E || n->eid != id)
+	{
+		n->promised = 0;
+		n->bal = 0;
+	}
 	n->epoch = E;
 	n->eid = id;
 	n->mem = *mem;
@@ -679,6 +802,27 @@ activate(Node *n, int s, i64 E, u64 id, const Set *mem, i64 mark, const char *ho
 }
 
 static int	row_lock(int s);
+
+/* what distseq_peer_prepare answered, the last time it was applied */
+enum { P_REFUSED, P_PROMISE, P_DECIDED };
+static struct
+{
+	int			kind;
+	i64			promised;		/* P_REFUSED: the ballot it promised */
+	i64			bal;			/* P_PROMISE and pending: the ballot it accepted at */
+	int			pending;
+	i64			E;				/* the change it is pending in, or active in */
+	u64			id;
+	Set			mem;
+}			prep;
+
+/* in the instance of membership (E, id): active in it, or pending from it */
+static int
+in_instance(const Node *n, i64 E, u64 id)
+{
+	return (!n->pending && n->epoch == E && n->eid == id) ||
+		(n->pending && n->pepoch == E && n->peid == id);
+}
 
 /*
  * Apply a call on node slot s.  R_WAIT when it must wait for a lock (decided
@@ -703,7 +847,7 @@ apply(int s, const Msg *m, i64 *res, int *acc)
 	 */
 	if ((lk == 2 && m->kind != M_DECIDED) ||
 		(lk == 1 && (m->kind == M_EPOCH || m->kind == M_REVERT || m->kind == M_ACT ||
-					 m->kind == M_JOIN)))
+					 m->kind == M_JOIN || m->kind == M_PREP || m->kind == M_ACC)))
 		return R_WAIT;
 	switch (m->kind)
 	{
@@ -727,6 +871,9 @@ apply(int s, const Msg *m, i64 *res, int *acc)
 			 * neither: a node at a member's address (reinstalled, then a
 			 * joiner) answers for it
 			 */
+			/* round 0: no longer once a recovery ballot was promised here */
+			if (n->promised > 0 && brk != BRK_RECNOPROMISE)
+				break;
 			if (n->epoch == m->E2 && n->eid == m->id2 && n->pending && n->prop == m->prop &&
 				(brk == BRK_NOMOVEFROM ||
 				 (n->id == m->to && n->pepoch == m->E && n->peid == m->Eid)))
@@ -746,10 +893,12 @@ apply(int s, const Msg *m, i64 *res, int *acc)
 			n->mem = m->set;
 			n->pending = 1;
 			n->prop = m->prop;
+			n->bal = 0;
 			*acc = 1;
 			break;
 		case M_REVERT:
-			if (n->epoch != m->E2 || n->eid != m->id2 || !n->pending)
+			/* only a step of round 0: one a recovery took on stays */
+			if (n->epoch != m->E2 || n->eid != m->id2 || !n->pending || n->bal != 0)
 				break;
 			n->epoch = n->pepoch;
 			n->eid = n->peid;
@@ -806,6 +955,63 @@ apply(int s, const Msg *m, i64 *res, int *acc)
 			if (n->t1)
 				return R_WAIT;	/* change_lock: a phase one in flight here */
 			*res = was_decided(n->id, m->id2);
+			*acc = 1;
+			break;
+		case M_PREP:
+			/*
+			 * distseq_peer_prepare(E0, ballot): a promise to take no step of
+			 * a lower ballot in the instance of E0, with the change this
+			 * node took (and its ballot), if any.  A node active in the
+			 * membership after E0 answers with it: that change was decided.
+			 */
+			prep.kind = P_REFUSED;
+			prep.promised = n->promised;
+			if (n->id != m->to)
+				break;
+			if (!in_instance(n, m->E, m->Eid))
+			{
+				if (!n->pending && n->epoch == m->E + 1)
+				{
+					prep.kind = P_DECIDED;
+					prep.E = n->epoch;
+					prep.id = n->eid;
+					prep.mem = n->mem;
+					*acc = 1;
+				}
+				break;
+			}
+			if (m->b <= n->promised)
+				break;
+			if (brk != BRK_RECNOPROMISE)
+				n->promised = m->b;
+			prep.kind = P_PROMISE;
+			prep.pending = n->pending;
+			prep.bal = n->bal;
+			prep.E = n->epoch;
+			prep.id = n->eid;
+			prep.mem = n->mem;
+			*acc = 1;
+			break;
+		case M_ACC:
+			/* distseq_peer_accept(E0, ballot, change): take it, pending */
+			if (n->id != m->to || !in_instance(n, m->E, m->Eid))
+				break;
+			if (m->b < n->promised && brk != BRK_RECNOPROMISE)
+				break;
+			if (!n->pending)
+			{
+				n->pepoch = n->epoch;
+				n->peid = n->eid;
+				n->pmem = n->mem;
+			}
+			n->epoch = m->E2;
+			n->eid = m->id2;
+			n->mem = m->set;
+			n->pending = 1;
+			n->prop = m->prop;
+			n->bal = m->b;
+			if (brk != BRK_RECNOPROMISE)
+				n->promised = m->b;
 			*acc = 1;
 			break;
 		case M_INTRO:
@@ -919,9 +1125,11 @@ enum {
 	PH_FIN, PH_MARKS, PH_ACT, PH_SELF,	/* phase two (change_finish) */
 	PH_REC,						/* recovery (change_recover) */
 	PH_AGENT, A_READ, A_INTRO, A_CAS, A_LOCAL,	/* the agent */
-	C_READ, C_FRESH, C_JOIN, C_VOTE, C_DECIDE, C_REVERT	/* phase one (change_propose) */
+	C_READ, C_FRESH, C_JOIN, C_VOTE, C_DECIDE, C_REVERT,	/* phase one (change_propose) */
+	R_PREP, R_ACC, R_DEC		/* recovery of the instance (change_settle) */
 };
-enum { OP_ADD = 1, OP_REMOVE };
+enum { OP_ADD = 1, OP_REMOVE, OP_RECOVER };
+#define MAXR0		8			/* changes of round 0 a recovery tells apart */
 #define F_REACH 1
 #define F_INEP	2
 #define F_SEQ	4
@@ -945,6 +1153,15 @@ typedef struct
 	Change		c;
 	int			got, failed;
 	i64			mark;
+	/* recovery: its ballot, the promises, what they said */
+	i64			b,
+				bestbal;
+	int			npromised,
+				known,			/* a node is active in the change after E0 */
+				nr0,
+				r0cnt[MAXR0];
+	Change		best,
+				r0[MAXR0];
 	/* a change: its transaction T1, until phase one commits or aborts */
 	int			t1x;			/* in T1 (phase two of the change before, phase one) */
 	int			tlock;			/* the node row: 1 read FOR SHARE, 2 written, in T1 */
@@ -976,6 +1193,8 @@ copy_node_row(Node *d, const Node *n)
 	d->pmem = n->pmem;
 	d->hwm = n->hwm;
 	d->has_seq = n->has_seq;
+	d->promised = n->promised;
+	d->bal = n->bal;
 }
 
 /*
@@ -1333,6 +1552,9 @@ change_begin(int s, int op, int tg)
 }
 
 /* a change by some node that may run one, on a random target */
+static int	recover_start(void);
+static void rec_step(Job *p);
+
 static int
 change_start(void)
 {
@@ -1345,6 +1567,9 @@ change_start(void)
 	Set			remc;
 	Set		   *old;
 
+	/* a member settles the change from its membership, at times */
+	if (chance(0.08))
+		return recover_start();
 	/* mostly run by a node of the newest epoch: the others are removed ones */
 	{
 		i64			top = -1;
@@ -1634,6 +1859,11 @@ change_step(Job *p)
 				b1[32],
 				b2[LINE];
 
+	if (p->ph >= R_PREP)
+	{
+		rec_step(p);
+		return;
+	}
 	if (p->ph < C_READ)
 	{
 		fin_step(p);
@@ -1781,6 +2011,13 @@ change_step(Job *p)
 				change_fail(p, "its own node moved on (no revert: left to recovery)");
 				return;
 			}
+			/* a recovery of E0 has reached this node: round 0 is over here */
+			if (n->promised > 0 && brk != BRK_RECNOPROMISE)
+			{
+				p->ph = C_REVERT;
+				p->idx = 0;
+				return;
+			}
 			p->tlock = 2;
 			n->pepoch = n->epoch;
 			n->peid = n->eid;
@@ -1794,7 +2031,7 @@ change_step(Job *p)
 			n->chg = 1;
 			n->ch = p->c;
 			t1_commit(p);		/* commit: decided */
-			log_decided(p->id, p->c.id);
+			log_decided(p->id, p->c.id, p->c.pE, p->c.pid);
 			st.ch_ok++;
 			st.last_change = step_no;
 			note(1, "change#%ld by n%d DECIDED: %s, %d of %d moved, members %s", p->no, p->id,
@@ -1824,6 +2061,369 @@ change_step(Job *p)
 				st.revert_fail++;
 				note(1, "change#%ld by n%d: revert of n%d failed", p->no, p->id, m.to);
 			}
+			return;
+	}
+}
+
+/* ---- recovery of a membership change (change_settle) ---- */
+
+/*
+ * May slot s settle the instance of its membership E0: a member of E0,
+ * active in it or pending from it (in any change proposed from it)?
+ */
+static int
+rec_ok(int s)
+{
+	const Node *n = &nd[s];
+
+	if (!n->up || n->job >= 0 || !n->joined || opt_norec)
+		return 0;
+	if (!n->pending)
+		return n->epoch > 0 && in_own_view(s);
+	return n->pepoch > 0 && set_has(&n->pmem, n->id);
+}
+
+static void
+recover_begin(int s)
+{
+	Job		   *p = &jb[s];
+	Node	   *n = &nd[s];
+	i64			top = n->promised > n->seenbal ? n->promised : n->seenbal;
+	char		b1[32];
+
+	memset(p, 0, sizeof *p);
+	p->kind = J_CHANGE;
+	p->slot = s;
+	p->id = n->id;
+	p->no = ++job_no;
+	p->op = OP_RECOVER;
+	if (n->pending)
+	{
+		p->E = n->pepoch;
+		p->Eid = n->peid;
+		p->mem = n->pmem;
+	}
+	else
+	{
+		p->E = n->epoch;
+		p->Eid = n->eid;
+		p->mem = n->mem;
+	}
+	/* a ballot above any this node saw: (round, node), round >= 1 */
+	p->b = (((top >> 24) + 1) << 24) | (i64) (n->id & 0xffffff);
+	n->job = s;
+	n->t1 = 1;					/* the change lock, until it decides or fails */
+	p->ph = R_PREP;
+	st.rec_start++;
+	note(1, "recovery#%ld by n%d starts: settles the change from %s, ballot %lld.%d", p->no,
+		 p->id, epstr(p->E, p->Eid, b1), (long long) (p->b >> 24), p->id);
+}
+
+static int
+recover_start(void)
+{
+	int			cand[MAXN],
+				nc = 0,
+				s;
+
+	for (int i = 0; i < N; i++)
+		if (rec_ok(i))
+			cand[nc++] = i;
+	if (nc == 0)
+		return -1;
+	s = cand[rnd(nc)];
+	recover_begin(s);
+	return s;
+}
+
+/* the change the recovery will decide: from E0 to (E, id, mem) */
+static void
+rec_value(Job *p, i64 E, u64 id, const Set *mem)
+{
+	p->c.pE = p->E;
+	p->c.pid = p->Eid;
+	p->c.pmem = p->mem;
+	p->c.E = E;
+	p->c.id = id;
+	p->c.mem = *mem;
+}
+
+static void
+rec_step(Job *p)
+{
+	int			s = p->slot;
+	Node	   *n = &nd[s];
+	int			q = quorum(p->mem.n);
+	Msg			m;
+	i64			res;
+	int			acc,
+				r,
+				i;
+	char		why[200],
+				b1[32],
+				b2[LINE];
+
+	memset(&m, 0, sizeof m);
+	snprintf(m.from, sizeof m.from, "recovery#%ld", p->no);
+	m.E = p->E;
+	m.Eid = p->Eid;
+	m.b = p->b;
+	m.prop = p->id;
+	switch (p->ph)
+	{
+		case R_PREP:
+			if (p->idx < p->mem.n)
+			{
+				m.kind = M_PREP;
+				m.to = p->mem.v[p->idx++];
+				if (m.to == p->id)
+				{
+					/* this node's own promise: committed on its own */
+					apply(s, &m, &res, &acc);
+					r = R_OK;
+				}
+				else
+					r = rcall(s, &m, &res, &acc);
+				if (r == R_WAIT)
+				{
+					p->idx--;
+					return;
+				}
+				if (r != R_OK)
+					return;
+				if (prep.kind == P_REFUSED)
+				{
+					if (prep.promised > n->seenbal)
+						n->seenbal = prep.promised;
+					return;
+				}
+				if (prep.kind == P_DECIDED)
+				{
+					/* active in the membership after E0: that change was decided */
+					if (!p->known)
+						rec_value(p, prep.E, prep.id, &prep.mem);
+					p->known = 1;
+					return;
+				}
+				p->npromised++;
+				if (!prep.pending)
+					return;
+				if (prep.bal > 0)
+				{
+					if (prep.bal > p->bestbal)
+					{
+						p->bestbal = prep.bal;
+						p->best.E = prep.E;
+						p->best.id = prep.id;
+						p->best.mem = prep.mem;
+					}
+					return;
+				}
+				for (i = 0; i < p->nr0 && p->r0[i].id != prep.id; i++)
+					;
+				if (i == p->nr0 && p->nr0 < MAXR0)
+				{
+					p->r0[i].E = prep.E;
+					p->r0[i].id = prep.id;
+					p->r0[i].mem = prep.mem;
+					p->r0cnt[i] = 0;
+					p->nr0++;
+				}
+				if (i < p->nr0)
+					p->r0cnt[i]++;
+				return;
+			}
+			/* every member asked: which change may have been decided? */
+			if (p->known && !set_has(&p->c.mem, p->id))
+			{
+				st.rec_fail++;
+				change_fail(p, "recovery: this node leaves in that change (a member that stays settles it)");
+				return;
+			}
+			if (p->known)
+			{
+				st.rec_known++;
+				note(1, "recovery#%ld by n%d: %s was decided (a member is active in it)",
+					 p->no, p->id, epstr(p->c.E, p->c.id, b1));
+				p->ph = R_DEC;
+				return;
+			}
+			if (p->npromised < q && brk != BRK_RECNOQUORUM)
+			{
+				st.rec_fail++;
+				snprintf(why, sizeof why, "recovery: %d of %d members promised, %d needed",
+						 p->npromised, p->mem.n, q);
+				change_fail(p, why);
+				return;
+			}
+			if (p->bestbal > 0)
+			{
+				/* the change of the highest ballot a recovery took on */
+				rec_value(p, p->best.E, p->best.id, &p->best.mem);
+				p->tg = 1;
+				st.rec_finish++;
+			}
+			else
+			{
+				/*
+				 * Changes of round 0: one may have been decided only if the
+				 * members that took it, with those that did not answer (its
+				 * proposer, maybe), make a majority of E0.
+				 */
+				int			unseen = p->mem.n - p->npromised,
+							k = -1,
+							np = 0;
+
+				for (i = 0; i < p->nr0; i++)
+					if (p->r0cnt[i] + unseen >= q)
+					{
+						np++;
+						k = i;
+					}
+				if (np > 1 || p->nr0 == MAXR0)
+				{
+					st.rec_fail++;
+					change_fail(p, "recovery: two changes of round 0 may have been decided");
+					return;
+				}
+				if (np == 1)
+				{
+					rec_value(p, p->r0[k].E, p->r0[k].id, &p->r0[k].mem);
+					p->tg = 2;
+					st.rec_finish++;
+				}
+				else
+				{
+					/* none was decided, nor ever will be: abandoned for a no-op */
+					u64			id;
+
+					do
+						id = rnd64() >> 1;
+					while (id == 0);
+					rec_value(p, p->E + 1, id, &p->mem);
+					p->tg = 3;
+					st.rec_noop++;
+				}
+			}
+			note(1, "recovery#%ld by n%d: %d of %d promised; takes %s %s (%s)", p->no, p->id,
+				 p->npromised, p->mem.n, epstr(p->c.E, p->c.id, b1),
+				 set_str(&p->c.mem, b2, sizeof b2),
+				 p->tg == 1 ? "taken on by a recovery before" :
+				 p->tg == 2 ? "proposed in round 0, may have been decided" :
+				 "nothing may have been decided: a no-op");
+			if (!set_has(&p->c.mem, p->id))
+			{
+				st.rec_fail++;
+				change_fail(p, "recovery: this node leaves in that change (a member that stays settles it)");
+				return;
+			}
+			p->ph = R_ACC;
+			p->idx = 0;
+			p->cnt = 0;
+			return;
+
+		case R_ACC:
+			/* joiners first, as in phase one: best effort (one that went back joins again) */
+			while (p->idx < p->c.mem.n && set_has(&p->mem, p->c.mem.v[p->idx]))
+				p->idx++;
+			if (p->idx < p->c.mem.n)
+			{
+				m.kind = M_JOIN;
+				m.to = p->c.mem.v[p->idx++];
+				m.E2 = p->c.E;
+				m.id2 = p->c.id;
+				m.set = p->c.mem;
+				if (rcall(s, &m, &res, &acc) == R_WAIT)
+					p->idx--;
+				return;
+			}
+			/* then every other member of E0 */
+			i = p->idx - p->c.mem.n;
+			while (i < p->mem.n && p->mem.v[i] == p->id)
+			{
+				i++;
+				p->idx++;
+			}
+			if (i >= p->mem.n)
+			{
+				p->ph = R_DEC;
+				return;
+			}
+			m.kind = M_ACC;
+			m.to = p->mem.v[i];
+			m.E2 = p->c.E;
+			m.id2 = p->c.id;
+			m.set = p->c.mem;
+			p->idx++;
+			r = rcall(s, &m, &res, &acc);
+			if (r == R_WAIT)
+			{
+				p->idx--;
+				return;
+			}
+			if (r == R_OK && acc)
+				p->cnt++;
+			return;
+
+		case R_DEC:
+			/* this node's own step with the change row, in one transaction: decided */
+			if (!p->known)
+			{
+				if (p->cnt + 1 < q)
+				{
+					st.rec_fail++;
+					snprintf(why, sizeof why, "recovery: %d of %d members took %s, %d needed",
+							 p->cnt + 1, p->mem.n, epstr(p->c.E, p->c.id, b1), q);
+					change_fail(p, why);
+					return;
+				}
+				m.kind = M_ACC;
+				m.to = p->id;
+				m.E2 = p->c.E;
+				m.id2 = p->c.id;
+				m.set = p->c.mem;
+				apply(s, &m, &res, &acc);
+				if (!acc)
+				{
+					st.rec_fail++;
+					change_fail(p, "recovery: a higher ballot reached this node");
+					return;
+				}
+			}
+			else if (!(n->pending && n->epoch == p->c.E && n->eid == p->c.id))
+			{
+				/* decided already: this node takes it, pending, if still in E0's instance */
+				if (!in_instance(n, p->E, p->Eid))
+				{
+					st.rec_fail++;
+					change_fail(p, "recovery: this node moved on");
+					return;
+				}
+				if (!n->pending)
+				{
+					n->pepoch = n->epoch;
+					n->peid = n->eid;
+					n->pmem = n->mem;
+				}
+				n->epoch = p->c.E;
+				n->eid = p->c.id;
+				n->mem = p->c.mem;
+				n->pending = 1;
+				n->prop = n->id;
+				n->bal = p->b;
+			}
+			n->prop = n->id;
+			change_finished(n);
+			n->chg = 1;
+			n->ch = p->c;
+			n->t1 = 0;
+			log_decided(p->id, p->c.id, p->c.pE, p->c.pid);
+			st.ch_ok++;
+			st.last_change = step_no;
+			note(1, "recovery#%ld by n%d DECIDED: %s, %d of %d took it, members %s", p->no, p->id,
+				 epstr(p->c.E, p->c.id, b1), p->known ? 0 : p->cnt + 1, p->mem.n,
+				 set_str(&p->c.mem, b2, sizeof b2));
+			p->ph = PH_FIN;
 			return;
 	}
 }
@@ -1873,7 +2473,8 @@ pass_step(Job *j)
 	}
 	if (j->ph == PH_REC)
 	{
-		if (!n->pending || n->prop == n->id)
+		/* only a step of round 0 goes back: one a recovery took on waits for it */
+		if (!n->pending || n->prop == n->id || n->bal != 0)
 		{
 			j->ph = PH_AGENT;
 			return;
@@ -2172,6 +2773,78 @@ sc_change_(int s, int op, int t, int decide_only)
 
 #define sc_change(s, op, t) sc_change_(s, op, t, 0)
 
+/* where a proposer is lost for good in sc_change_lost() */
+enum { K_JOINED, K_VOTED1, K_DECIDED, K_ACT1 };
+
+/*
+ * A change asked of s, whose node is lost for good (down, never back) at
+ * point kp: right after the joiner moved; right after the first member
+ * moved; right after the decision; in phase two, right after the first
+ * member was activated.
+ */
+static void
+sc_change_lost(int s, int op, int t, int kp)
+{
+	Job		   *p = &jb[s];
+	static const char *what[] = {"after the join", "after the first member moved",
+	"after the decision", "in phase two, after the first activation"};
+
+	step_no++;
+	if (!prop_ok(s))
+	{
+		note(1, "(n%d cannot run a change)", nd[s].id);
+		return;
+	}
+	change_begin(s, op, nd[t].id);
+	for (int i = 0; p->kind != J_NONE && i < 100000; i++, step_no++)
+	{
+		if ((kp == K_JOINED && p->t1x && p->ph == C_VOTE && p->moved.n == 1 && p->cnt == 0) ||
+			(kp == K_VOTED1 && p->t1x && p->ph >= C_VOTE && p->cnt == 1) ||
+			(kp == K_DECIDED && !p->t1x) ||
+			(kp == K_ACT1 && !p->t1x && p->ph == PH_ACT && p->idx >= 2))
+		{
+			job_die(p, "scripted");
+			nd[s].up = 0;
+			note(1, "n%d is lost for good, %s", nd[s].id, what[kp]);
+			return;
+		}
+		job_step(p);
+	}
+}
+
+/* a recovery on s; with until_acc, it stops once it has chosen */
+static void
+sc_recover_(int s, int until_acc)
+{
+	Job		   *j = &jb[s];
+
+	step_no++;
+	if (!rec_ok(s))
+	{
+		note(1, "(n%d runs no recovery)", nd[s].id);
+		return;
+	}
+	recover_begin(s);
+	for (int i = 0; j->kind != J_NONE && !(until_acc && j->ph == R_ACC) && i < 100000; i++, step_no++)
+		job_step(j);
+}
+
+#define sc_recover(s) sc_recover_(s, 0)
+
+/* an agent pass on s must open a window */
+static void
+sc_expect_window(int s)
+{
+	long		w = st.windows;
+
+	sc_pass(s);
+	if (st.windows == w)
+	{
+		note(1, "n%d opened NO window (stuck)", nd[s].id);
+		sc_stuck++;
+	}
+}
+
 /* "ab|c": cut every link between a, b and c */
 static void
 sc_cut(const char *spec)
@@ -2224,6 +2897,140 @@ static int
 scenario(const char *name)
 {
 	enum { A, B, C, D, E, F };
+
+	if (strncmp(name, "lost", 4) == 0 && name[4] >= '0' && name[4] <= '4' && !name[5])
+	{
+		/*
+		 * The proposer of a change is lost for good half way.  lost1: a
+		 * group of five, a removes e and is lost once b moved (no
+		 * majority: abandoned).  lost0, lost2-4: a group of three, a adds
+		 * d and is lost once d moved (abandoned), once b moved (a
+		 * majority with a: it may have been decided), once it decided,
+		 * or once it activated b in phase two.  c, a survivor, settles
+		 * the change (the code before 1.7 has no way: b, c and d wait for
+		 * good in lost2-4, a pending majority), then removes a; b, c (and
+		 * d) are active and open windows again.
+		 */
+		int			k = name[4] - '0';
+
+		for (int i = 0; i < 3; i++)
+			sc_inline(A);
+		sc_change(A, OP_ADD, B);
+		sc_pass(A);
+		sc_change(A, OP_ADD, C);
+		sc_pass(A);
+		if (k == 1)
+		{
+			sc_change(A, OP_ADD, D);
+			sc_pass(A);
+			sc_change(A, OP_ADD, E);
+			sc_pass(A);
+		}
+		sc_pass(B);
+		sc_pass(C);
+		if (k == 1)
+			sc_change_lost(A, OP_REMOVE, E, K_VOTED1);
+		else
+			sc_change_lost(A, OP_ADD, D, k == 0 ? K_JOINED : k == 2 ? K_VOTED1 :
+						   k == 3 ? K_DECIDED : K_ACT1);
+		sc_pass(B);
+		sc_pass(C);
+		sc_recover(C);
+		sc_change(C, OP_REMOVE, A);
+		sc_pass(B);
+		sc_pass(C);
+		sc_expect_active(B);
+		sc_expect_active(C);
+		if (k >= 2)
+			sc_expect_active(D);
+		if (k == 1)
+		{
+			sc_expect_active(D);
+			sc_expect_active(E);
+		}
+		sc_expect_window(C);
+		sc_expect_window(B);
+		return 0;
+	}
+	if (strcmp(name, "splitprepare") == 0 || strcmp(name, "lateproposer") == 0)
+	{
+		/*
+		 * A group of five with windows; a removes e.
+		 *
+		 * splitprepare: a is lost for good once it decided (a, b and c
+		 * moved; d and e were cut off).  d settles the change while cut off from b and c: only
+		 * d and e promise, fewer than a majority, and the recovery stops
+		 * (broken=recnoquorum goes on: it sees no change, takes a no-op,
+		 * and once the network heals b, c and e take it: two changes
+		 * decided from one membership).  d settles again with all but a:
+		 * b and c took the change, which with a make a majority: d
+		 * finishes it.
+		 *
+		 * lateproposer: a is slow, not lost: b moved, then d settles the
+		 * change while a is cut off from it.  b alone took it, with a not
+		 * a majority: d abandons it for a no-op.  Then a goes on: c and e
+		 * promised d a higher ballot, so they refuse to move, and a
+		 * reverts b and fails (broken=recnopromise: prepares bind no one,
+		 * a decides, and d's no-op is decided too).
+		 */
+		int			split = strcmp(name, "splitprepare") == 0;
+
+		for (int i = 0; i < 3; i++)
+			sc_inline(A);
+		sc_change(A, OP_ADD, B);
+		sc_pass(A);
+		sc_change(A, OP_ADD, C);
+		sc_pass(A);
+		sc_change(A, OP_ADD, D);
+		sc_pass(A);
+		sc_change(A, OP_ADD, E);
+		sc_pass(A);
+		sc_pass(B);
+		if (split)
+		{
+			sc_cut("a|de");
+			sc_change_lost(A, OP_REMOVE, E, K_DECIDED);
+			sc_heal();
+			sc_cut("d|bc");
+			sc_recover_(D, 1);
+			sc_heal();
+			sc_run(D);
+			sc_recover(D);
+		}
+		else
+		{
+			Job		   *p = &jb[A];
+
+			step_no++;
+			change_begin(A, OP_REMOVE, nd[E].id);
+			for (int i = 0; p->kind != J_NONE && p->cnt < 1 && i < 1000; i++, step_no++)
+				job_step(p);
+			sc_cut("a|d");
+			sc_recover_(D, 1);
+			sc_heal();
+			for (int i = 0; p->kind != J_NONE && p->t1x && i < 1000; i++, step_no++)
+				job_step(p);
+			sc_run(D);
+			sc_run(A);
+		}
+		sc_pass(D);
+		sc_pass(B);
+		if (split)
+			sc_change(D, OP_REMOVE, A);
+		sc_pass(C);
+		sc_expect_active(B);
+		sc_expect_active(C);
+		sc_expect_active(D);
+		if (!split)
+		{
+			sc_pass(A);
+			sc_expect_active(A);
+			sc_expect_active(E);
+		}
+		sc_expect_window(D);
+		sc_expect_window(B);
+		return 0;
+	}
 
 	if (strcmp(name, "freshrace") == 0)
 	{
@@ -2737,11 +3544,13 @@ usage(void)
 			"usage: allocator_sim [--seed=S] [--nodes=N (1..%d)] [--steps=T] [--agents=K (1..%d)]\n"
 			"                     [--proposers=P (1..%d)] [--changes=both|add|remove]\n"
 			"                     [--broken=noepoch|nocas|nopending|noquorum|fewmarks|anyepoch|blindrevert|\n"
-			"                               inlinealone|nofreshcheck|noidcheck|nomovefrom|nodecidedid]\n"
-			"                     [--own[=0|1]] [--restart=STEPS] [--vary[=0|1]] [--older]\n"
+			"                               inlinealone|nofreshcheck|noidcheck|nomovefrom|nodecidedid|\n"
+			"                               recnoquorum|recnopromise]\n"
+			"                     [--own[=0|1]] [--restart=STEPS] [--vary[=0|1]] [--older] [--norecovery]\n"
 			"                     [--trace[=1|2]] [--show=LINES] [--dump]\n"
 			"       allocator_sim --scenario=twonode|shrink|shrink5|joiners|fewmarks|\n"
-			"                     superseded|freshrace|reinstall|behind|rejoin [--broken=...]\n", MAXN, MAXN, MAXN);
+			"                     superseded|freshrace|reinstall|behind|rejoin|lost0..lost4|\n"
+			"                     splitprepare|lateproposer [--broken=...]\n", MAXN, MAXN, MAXN);
 	exit(2);
 }
 
@@ -2803,6 +3612,8 @@ main(int argc, char **argv)
 			opt_own = 1;
 		else if (strcmp(argv[i], "--older") == 0)
 			opt_older = 1;
+		else if (strcmp(argv[i], "--norecovery") == 0)
+			opt_norec = 1;
 		else if ((v = optval(argv[i], "--broken")))
 		{
 			brk = -1;
@@ -2903,12 +3714,14 @@ main(int argc, char **argv)
 	printf(": windows=%ld (inline %ld) attempts=%ld lost=%ld no-majority=%ld pass-deaths=%ld"
 		   " | changes decided=%ld failed=%ld (revert failures %ld, change deaths %ld)"
 		   " phase two runs=%ld finished=%ld short of marks=%ld some not activated=%ld"
-		   " superseded=%ld errors=%ld | recoveries reverted=%ld | largest membership %d"
+		   " superseded=%ld errors=%ld | recoveries reverted=%ld | settled %ld: decided known %ld,"
+		   " taken on %ld, no-op %ld, failed %ld | largest membership %d"
 		   " | crashes=%ld wipes=%ld delayed=%ld late=%ld lost-replies=%ld"
 		   " joined with own windows=%ld | clusters=%ld stuck at restart=%ld",
 		   st.windows + st.inl, st.inl, st.attempts, st.lost, st.nomaj, st.agent_crash,
 		   st.ch_ok, st.ch_fail, st.revert_fail, st.prop_crash, st.p2_runs, st.p2_done,
-		   st.p2_fewmarks, st.p2_actfail, st.p2_superseded, st.p2_errors, st.reverted, members_max,
+		   st.p2_fewmarks, st.p2_actfail, st.p2_superseded, st.p2_errors, st.reverted,
+		   st.rec_start, st.rec_known, st.rec_finish, st.rec_noop, st.rec_fail, members_max,
 		   st.crashes, st.wipes, st.delayed, st.delivered, st.lost_replies, st.joined_own,
 		   st.clusters, st.stuck);
 	for (int k = 1; k < SK_COUNT; k++)

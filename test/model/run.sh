@@ -9,7 +9,9 @@
 # change first finishes the one before, in its transaction) and c772f3e
 # (phase one names the node it means, a repeated move must come from the
 # membership named, and only the proposer itself says whether its change
-# was decided).
+# was decided), and the recovery of 1.7 (any member settles the change
+# from its membership whose proposer is lost: see "Recovery" in
+# allocator_sim.c).
 #
 # Must pass (no violation):
 #   - "impl": seeded random runs on 3, 5, 7, 20 and 100 nodes, adds and
@@ -23,10 +25,19 @@
 #     behind, and the regressions freshrace, superseded, reinstall and
 #     rejoin (flaws of the code before cfeb8eb, 4c3967b or c772f3e that the
 #     model found or that their fixes prevent);
+#   - lost0-lost4: a proposer lost for good half way (after the join, after
+#     one member moved, after a majority moved, after it decided, in phase
+#     two); a survivor settles the change and removes it, and the others
+#     must be active and open windows again; and splitprepare and
+#     lateproposer, races of a recovery the variants below get wrong;
 # Must be caught (shows the checker can fail; one violation in the variant's
 # runs is enough): each --broken variant, one mechanism of impl taken out, in
 # random runs, or in the scripted history that needs it (noquorum: twonode;
-# fewmarks: fewmarks; nofreshcheck: freshrace; nomovefrom: rejoin).
+# fewmarks: fewmarks; nofreshcheck: freshrace; nomovefrom: rejoin;
+# recnoquorum: splitprepare; recnopromise: lateproposer, and random runs).
+# Must be stuck (the liveness hole the recovery closes): lost1-lost4 with
+# --norecovery, the code before 1.7, end with members that are not active
+# or open no window (exit 3).
 # blindrevert and nodecidedid are not listed: no run found a violation with
 # them; nor noidcheck, which 4c3967b made moot (see allocator_sim.c).
 # Needs only a C compiler.  A violation in a run that must pass is a flaw of
@@ -60,19 +71,29 @@ jobs=${MODEL_JOBS:-$(nproc 2>/dev/null || echo 2)}
 			echo "impl nodes=$n seed=$s|pass|--nodes=$n --seed=$s --steps=$steps --show=60"
 		done
 	done
-	for sc in twonode shrink shrink5 joiners fewmarks freshrace superseded reinstall behind rejoin; do
+	for sc in twonode shrink shrink5 joiners fewmarks freshrace superseded reinstall behind rejoin \
+		lost0 lost1 lost2 lost3 lost4 splitprepare lateproposer; do
 		echo "scenario $sc|pass|--scenario=$sc"
+	done
+	for sc in lost1 lost2 lost3 lost4; do
+		echo "norecovery/$sc|stuck|--scenario=$sc --norecovery"
 	done
 
 	echo "noquorum/twonode|caught|--scenario=twonode --broken=noquorum"
 	echo "fewmarks/fewmarks|caught|--scenario=fewmarks --broken=fewmarks"
 	echo "nofreshcheck/freshrace|caught|--scenario=freshrace --broken=nofreshcheck"
 	echo "nomovefrom/rejoin|caught|--scenario=rejoin --broken=nomovefrom"
+	echo "recnoquorum/splitprepare|caught|--scenario=splitprepare --broken=recnoquorum"
+	echo "recnopromise/lateproposer|caught|--scenario=lateproposer --broken=recnopromise"
 	# anyepoch: since c772f3e the seeds above no longer catch it; these do
 	for ns in 12:7 9:15 6:37; do
 		echo "broken=anyepoch nodes=${ns%:*} seed=${ns#*:}|caught|--broken=anyepoch --nodes=${ns%:*} --seed=${ns#*:} --steps=500000"
 	done
-	for b in noepoch nocas nopending noquorum inlinealone nofreshcheck; do
+	# nofreshcheck: since the recovery of 1.7 draws its own events, these
+	for ns in 3:10 5:7 7:20; do
+		echo "broken=nofreshcheck nodes=${ns%:*} seed=${ns#*:}|caught|--broken=nofreshcheck --nodes=${ns%:*} --seed=${ns#*:} --steps=1000000"
+	done
+	for b in noepoch nocas nopending noquorum inlinealone recnopromise; do
 		for n in 3 5 7; do
 			for s in 1 2; do
 				echo "broken=$b nodes=$n seed=$s|caught|--broken=$b --nodes=$n --seed=$s --steps=1000000"
@@ -94,7 +115,7 @@ awk -F'|' '{ print NR, $3 }' "$tmp/jobs" | xargs -P "$jobs" -L 1 bash -c 'run_jo
 passed=0
 failed=0
 shown=0
-declare -A caught runs group_pass group_runs
+declare -A caught runs group_pass group_runs word
 variants=()
 groups=()
 i=0
@@ -102,6 +123,25 @@ while IFS='|' read -r name expect args; do
 	i=$((i + 1))
 	rc=$(cat "$tmp/rc.$i" 2>/dev/null || echo missing)
 	out="$tmp/out.$i"
+	if [ "$expect" = stuck ]; then
+		# every run of it must end stuck, with no violation
+		v=${name%%/*}
+		if [ -z "${runs[$v]:-}" ]; then
+			variants+=("$v")
+			runs[$v]=0
+			caught[$v]=0
+		fi
+		runs[$v]=$((runs[$v] + 1))
+		word[$v]=stuck
+		if [ "$rc" = 3 ] && grep -q 'nodes stuck' "$out"; then
+			caught[$v]=$((caught[$v] + 1))
+		else
+			echo "--- $name: exit $rc, not stuck"
+			tail -n 5 "$out"
+			caught[$v]=-1000
+		fi
+		continue
+	fi
 	if [ "$expect" = caught ]; then
 		v=${name%% *}
 		if [ -z "${runs[$v]:-}" ]; then
@@ -148,7 +188,7 @@ done
 for v in "${variants[@]}"; do
 	if [ "${caught[$v]}" -gt 0 ]; then
 		passed=$((passed + 1))
-		echo "$v: caught in ${caught[$v]} of ${runs[$v]} runs"
+		echo "$v: ${word[$v]:-caught} in ${caught[$v]} of ${runs[$v]} runs"
 	else
 		failed=$((failed + 1))
 		echo "$v: NOT caught (${runs[$v]} runs)"
