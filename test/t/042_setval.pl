@@ -1,7 +1,8 @@
 # distseq_setval() on three nodes: every member applies the floor, while
 # sessions on every node keep drawing, each in short transactions and from
-# blocks it held before the call; once the call returned, no node hands out
-# a value at or below the floor.  With a member down, the call fails naming
+# blocks it held before the call (blocks larger than a session draws in the
+# test, so that one used after the call would show); once the call
+# returned, no node hands out a value at or below the floor.  With a member down, the call fails naming
 # it and changes nothing; once it is back, the call succeeds.
 use strict;
 use warnings;
@@ -30,7 +31,7 @@ for my $n (@names)
 }
 
 $node{a}->safe_psql('postgres',
-	"SELECT distseq_create('ids', block_size => 10, window_size => 400, min_open_windows => 2)");
+	"SELECT distseq_create('ids', block_size => 100000, window_size => 1000000, min_open_windows => 2)");
 for my $n (@names)
 {
 	$node{$n}->safe_psql('postgres', 'SELECT count(*) FROM distseq_maintain()');
