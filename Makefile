@@ -17,7 +17,8 @@ OBJS = \
 	src/remote.o \
 	src/member.o \
 	src/change.o \
-	src/agent.o
+	src/agent.o \
+	src/setval.o
 
 DATA = distseq--1.0.sql distseq--1.0--1.1.sql distseq--1.1--1.2.sql \
 	distseq--1.2--1.3.sql distseq--1.3--1.4.sql distseq--1.4--1.5.sql \
@@ -31,10 +32,10 @@ ifeq ($(CI),true)
 PG_CFLAGS += -Werror
 endif
 
-REGRESS = distseq_upgrade distseq_basic distseq_errors distseq_stripes distseq_privileges distseq_callforms distseq_discard distseq_fuzz distseq_memory distseq_status_bounds distseq_parallel distseq_parity distseq_increate distseq_ownedby
+REGRESS = distseq_upgrade distseq_basic distseq_errors distseq_stripes distseq_privileges distseq_callforms distseq_discard distseq_fuzz distseq_memory distseq_status_bounds distseq_parallel distseq_parity distseq_increate distseq_ownedby distseq_setval
 REGRESS_OPTS = --temp-config=$(srcdir)/test/distseq.conf --temp-instance=./tmp_check
 
-ISOLATION = concurrent_refill rollback_refill drop_recreate privilege_cache create_if_not_exists
+ISOLATION = concurrent_refill rollback_refill drop_recreate privilege_cache create_if_not_exists setval_blocks
 ISOLATION_OPTS = --temp-config=$(srcdir)/test/distseq_iso.conf --temp-instance=./tmp_check_iso \
 	--inputdir=$(srcdir)/test --outputdir=./output_iso
 

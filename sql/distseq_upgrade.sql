@@ -240,6 +240,15 @@ SELECT distseq.distseq_peer_accept(n.epoch, n.epoch_id, 1, 6, n.epoch + 1, 99, n
 FROM distseq.distseq_node n;
 SELECT promised_round, promised_node, pending FROM distseq.distseq_node;
 
+-- ---- 1.7: distseq_setval() ----
+SELECT p.proname, pg_get_function_identity_arguments(p.oid) AS args, n.nspname,
+       has_function_privilege('public', p.oid, 'EXECUTE') AS public_may
+FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+WHERE p.proname IN ('distseq_setval', 'distseq_peer_setval')
+ORDER BY p.proname;
+SELECT distseq_setval('upgraded', 1000000);
+SELECT distseq_nextval('upgraded') > 1000000 AS above_setval;
+
 DROP TABLE up_tab;
 SELECT count(*) AS up_tab_id_left FROM distseq.distseq_sequences WHERE sequence_name = 'up_tab_id';
 REVOKE ALL ON FUNCTION distseq_rejoin(text) FROM regress_ds_up;

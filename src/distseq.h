@@ -284,6 +284,7 @@ extern void distseq_check_loaded(void);
 extern DistseqSeq *distseq_seq_attach(Oid relid, uint64 gen, const char *name,
 									  const DistseqDef *def);
 extern DistseqSeq *distseq_seq_find(Oid dboid, Oid relid, uint64 gen);
+extern void distseq_seq_forget(Oid relid);
 extern void distseq_forget_database(Oid dboid);
 extern void distseq_backend_attach(void);
 extern DistseqBlock *distseq_my_block(DistseqSeq *seq);
@@ -298,6 +299,7 @@ extern bool distseq_use_unlocked(DistseqSeq *seq, DistseqBlock *blk,
 extern bool distseq_used_unlocked(DistseqBlock *blk);
 extern uint32 distseq_drops(DistseqSeq *seq);
 extern void distseq_drop_state_clear(DistseqSeq *seq, Oid relid, uint64 gen);
+extern void distseq_inuse_wait(Oid relid);
 
 /* src/pool.c */
 extern bool distseq_pool_next_block(DistseqSeq *seq, Oid relid, uint64 gen,
@@ -460,6 +462,7 @@ extern bool distseq_ownedby_utility(Node *stmt);
 extern void distseq_check_name(const char *name);
 extern void distseq_local_discard(void);
 extern void distseq_local_forget(Oid relid, uint64 gen);
+extern void distseq_local_reset(Oid relid);
 
 /* src/increate.c */
 extern void distseq_created_note(Oid relid, uint64 gen, int64 first, int64 last,
@@ -468,5 +471,6 @@ extern bool distseq_created_here(Oid relid, uint64 gen);
 extern void distseq_created_block(const char *name, Oid relid, uint64 gen,
 								  int32 block_size, int64 max_value,
 								  DistseqBlock *block);
+
 
 #endif							/* DISTSEQ_H */
