@@ -18,6 +18,30 @@ distseq_install_packages() {
 	PGBIN=$("$PG_CONFIG" --bindir)
 }
 
+# A line on stderr every minute, "== LABEL: still running, N min so far",
+# until distseq_ticker_stop: for steps silent for minutes (a build, a TAP
+# file), so that a log shows they are alive
+distseq_ticker_start() {
+	local label=$1 t0
+	t0=$(date +%s)
+	(
+		trap 'kill $s 2>/dev/null; exit 0' TERM
+		while :; do
+			sleep 60 &
+			s=$!
+			wait $s
+			echo "== $label: still running, $(( ($(date +%s) - t0) / 60 )) min so far" >&2
+		done
+	) &
+	distseq_ticker=$!
+}
+distseq_ticker_stop() {
+	[ -n "${distseq_ticker:-}" ] || return 0
+	kill "$distseq_ticker" 2>/dev/null
+	wait "$distseq_ticker" 2>/dev/null
+	distseq_ticker=
+}
+
 # Use PostgreSQL MAJOR: 15 is Debian 12's package, any other is built
 # from Debian's source package by scripts/build-pg.sh (once, then reused).
 # Sets PG_CONFIG and PGBIN.
