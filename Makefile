@@ -15,11 +15,12 @@ OBJS = \
 	src/remote.o \
 	src/member.o \
 	src/change.o \
-	src/agent.o
+	src/agent.o \
+	src/setval.o
 
 DATA = distseq--1.0.sql distseq--1.0--1.1.sql distseq--1.1--1.2.sql \
 	distseq--1.2--1.3.sql distseq--1.3--1.4.sql distseq--1.4--1.5.sql \
-	distseq--1.5--1.6.sql
+	distseq--1.5--1.6.sql distseq--1.6--1.7.sql
 PGFILEDESC = "distseq - distributed integer sequences"
 
 PG_CPPFLAGS = -I$(srcdir)/src -I$(libpq_srcdir)
@@ -29,10 +30,10 @@ ifeq ($(CI),true)
 PG_CFLAGS += -Werror
 endif
 
-REGRESS = distseq_upgrade distseq_basic distseq_errors distseq_stripes distseq_privileges distseq_callforms distseq_discard distseq_fuzz distseq_memory distseq_status_bounds distseq_parallel distseq_parity
+REGRESS = distseq_upgrade distseq_basic distseq_errors distseq_stripes distseq_privileges distseq_callforms distseq_discard distseq_fuzz distseq_memory distseq_status_bounds distseq_parallel distseq_parity distseq_setval
 REGRESS_OPTS = --temp-config=$(srcdir)/test/distseq.conf --temp-instance=./tmp_check
 
-ISOLATION = concurrent_refill rollback_refill drop_recreate privilege_cache create_if_not_exists
+ISOLATION = concurrent_refill rollback_refill drop_recreate privilege_cache create_if_not_exists setval_blocks
 ISOLATION_OPTS = --temp-config=$(srcdir)/test/distseq_iso.conf --temp-instance=./tmp_check_iso \
 	--inputdir=$(srcdir)/test --outputdir=./output_iso
 

@@ -175,6 +175,17 @@ RESET ROLE;
 SELECT distseq_nextval('upgraded') > :before_16 AS above_before,
        distseq_lastval() = distseq_currval('upgraded') AS lastval_is_currval;
 
+-- 1.7 brings distseq_setval()
+ALTER EXTENSION distseq UPDATE TO '1.7';
+SELECT extversion FROM pg_extension WHERE extname = 'distseq';
+SELECT p.proname, pg_get_function_identity_arguments(p.oid) AS args, n.nspname,
+       has_function_privilege('public', p.oid, 'EXECUTE') AS public_may
+FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+WHERE p.proname IN ('distseq_setval', 'distseq_peer_setval')
+ORDER BY p.proname;
+SELECT distseq_setval('upgraded', 1000000);
+SELECT distseq_nextval('upgraded') > 1000000 AS above_setval;
+
 DROP TABLE up_tab;
 REVOKE ALL ON FUNCTION distseq_rejoin(text) FROM regress_ds_up;
 REVOKE ALL ON FUNCTION distseq.distseq_peer_state() FROM regress_ds_up;

@@ -177,21 +177,24 @@ no_majority(AgentSeq *seq, DistseqNodeState *st, int got, Member *ms, int n)
 /*
  * Read the high-water mark from every reachable member, introducing the
  * sequence to those that lack it.  Returns how many members in our epoch
- * were read, this node included, and the largest mark in *top.
+ * were read, this node included, the largest mark in *top and the
+ * sequence's generation here in *gen.
  */
 static int
 agent_read(const char *schema, AgentSeq *seq, DistseqNodeState *st,
-		   Member *ms, int n, int64 *top)
+		   Member *ms, int n, int64 *top, int64 *gen)
 {
 	Oid			types[1] = {TEXTOID};
 	Datum		values[1] = {CStringGetTextDatum(seq->name)};
 	const char *params[1] = {seq->name};
 	int			read = 1;
 
-	distseq_spi_exec(psprintf("SELECT %s FROM %s.distseq_sequences s WHERE s.sequence_name = $1",
+	distseq_spi_exec(psprintf("SELECT %s, s.generation FROM %s.distseq_sequences s"
+							  " WHERE s.sequence_name = $1",
 					  distseq_hwm_expr(schema), schema),
 			 1, types, values, SPI_OK_SELECT);
 	*top = distseq_spi_int8(0, 1);
+	*gen = distseq_spi_int8(0, 2);
 
 	for (int i = 0; i < n; i++)
 	{
@@ -321,9 +324,10 @@ agent_allocate(const char *schema, AgentSeq *seq, DistseqNodeState *st,
 			   Member *ms, int n)
 {
 	int64		top;
+	int64		gen;
 	int64		size;
 	int			wins = 0;
-	int			read = agent_read(schema, seq, st, ms, n, &top);
+	int			read = agent_read(schema, seq, st, ms, n, &top, &gen);
 	char		b[4][32];
 	const char *params[5];
 
@@ -365,17 +369,28 @@ agent_allocate(const char *schema, AgentSeq *seq, DistseqNodeState *st,
 
 		values[0] = CStringGetTextDatum(seq->name);
 		values[1] = Int64GetDatum(top);
-		values[2] = Int64GetDatum(top + size);
+		values[2] = Int64GetDatum(gen);
 		values[3] = Int64GetDatum(top + size);
+
+		/*
+		 * Our own mark too, when it was not part of the majority; first, and
+		 * only if the sequence kept the generation we read: a
+		 * distseq_setval() committed here since then gave it a new one, and
+		 * must not see a window below its floor opened after it (the win is
+		 * given up).  One still in progress holds the row: it closes the
+		 * window once we commit.
+		 */
+		distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences SET hwm = GREATEST(hwm, $4)"
+						  " WHERE sequence_name = $1 AND generation = $3", schema),
+				 4, types, values, SPI_OK_UPDATE);
+		if (SPI_processed != 1)
+			return AGENT_LOST;
+		values[2] = Int64GetDatum(top + size);
 		distseq_spi_exec(psprintf("INSERT INTO %s.distseq_windows"
 						  " (sequence_name, window_start, window_end, next_hi)"
 						  " VALUES ($1, $2, $3, $2)", schema),
 				 3, types, values, SPI_OK_INSERT);
 		distseq_note_windows(schema, distseq_catalog_minor());
-		/* our own mark too, when it was not part of the majority */
-		distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences SET hwm = GREATEST(hwm, $4)"
-						  " WHERE sequence_name = $1", schema),
-				 4, types, values, SPI_OK_UPDATE);
 		return AGENT_WON;
 	}
 	return AGENT_LOST;
@@ -440,6 +455,7 @@ agent_step(const char *name)
 		Oid			types[1] = {TEXTOID};
 		Datum		values[1] = {CStringGetTextDatum(seq->name)};
 		int64		top;
+		int64		gen;
 		int			read;
 
 		distseq_node_state(schema, &st);
@@ -447,7 +463,7 @@ agent_step(const char *name)
 		if (!distseq_is_member(&st, st.node_id))
 			distseq_not_member_error(schema, &st);
 		ms = agent_members(schema, &st, &n);
-		read = agent_read(schema, seq, &st, ms, n, &top);
+		read = agent_read(schema, seq, &st, ms, n, &top, &gen);
 		if (read < majority(&st) && agent_learn(schema, &st, ms, n))
 		{
 			/* committed, the next step says so */

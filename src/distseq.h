@@ -283,6 +283,7 @@ extern void distseq_check_loaded(void);
 extern DistseqSeq *distseq_seq_attach(Oid relid, uint64 gen, const char *name,
 									  const DistseqDef *def);
 extern DistseqSeq *distseq_seq_find(Oid dboid, Oid relid, uint64 gen);
+extern void distseq_seq_forget(Oid relid);
 extern void distseq_forget_database(Oid dboid);
 extern void distseq_backend_attach(void);
 extern DistseqBlock *distseq_my_block(DistseqSeq *seq);
@@ -297,6 +298,7 @@ extern bool distseq_use_unlocked(DistseqSeq *seq, DistseqBlock *blk,
 extern bool distseq_used_unlocked(DistseqBlock *blk);
 extern uint32 distseq_drops(DistseqSeq *seq);
 extern void distseq_drop_state_clear(DistseqSeq *seq, Oid relid, uint64 gen);
+extern void distseq_inuse_wait(Oid relid);
 
 /* src/pool.c */
 extern bool distseq_pool_next_block(DistseqSeq *seq, Oid relid, uint64 gen,
@@ -450,5 +452,6 @@ extern int64 distseq_catalog_release(Oid relid, uint64 gen,
 /* src/nextval.c */
 extern void distseq_check_name(const char *name);
 extern void distseq_local_discard(void);
+extern void distseq_local_reset(Oid relid);
 
 #endif							/* DISTSEQ_H */

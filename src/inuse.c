@@ -210,12 +210,17 @@ distseq_used_unlocked(DistseqBlock *blk)
 }
 
 /*
- * A relation is about to be dropped, and we hold AccessExclusiveLock on it.
- * If it backs a sequence in use, announce the drop and wait for every
- * transaction that uses it without a lock.
+ * A relation is about to be dropped, or the sequence it backs to get a new
+ * generation (setval.c), and we hold AccessExclusiveLock on it.  If it backs
+ * a sequence in use, announce the drop and wait for every transaction that
+ * uses it without a lock.  Users that come later take the lock, and so wait
+ * for our transaction to end; at its end, its invalidations sent, the entry
+ * counts one more ended drop, which makes every user process them before it
+ * uses the sequence again without a lock.  (setval.c frees the entry as
+ * well: a user then finds it gone, and takes the lock.)
  */
-static pg_noinline void
-inuse_drop_relation(Oid relid)
+void
+distseq_inuse_wait(Oid relid)
 {
 	VirtualTransactionId *waits = NULL;
 	int			me = DISTSEQ_HAS_SLOT() ? DISTSEQ_MY_SLOT : -1;
@@ -313,7 +318,7 @@ inuse_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 	if (access == OAT_DROP && Distseq != NULL)
 	{
 		if (classId == RelationRelationId && subId == 0)
-			inuse_drop_relation(objectId);
+			distseq_inuse_wait(objectId);
 		else if (classId == DatabaseRelationId)
 			distseq_worker_drop_database(objectId);
 	}

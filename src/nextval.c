@@ -118,6 +118,15 @@ static SiteHint site_hints[SITE_HINTS];
  */
 static LocalSeq *last_used = NULL;
 
+/*
+ * The relation of the sequence this transaction gave a new generation
+ * (distseq_setval), which it must not draw from: the refill worker could not
+ * reserve for that generation before our commit, and would wait for our row
+ * lock while we wait for it.
+ */
+static LocalTransactionId reset_lxid = InvalidLocalTransactionId;
+static Oid	reset_relid = InvalidOid;
+
 /* bumped by every invalidation that forgets a privilege check */
 static uint64 acl_resets = 0;
 
@@ -210,6 +219,20 @@ distseq_local_discard(void)
 	while ((ls = hash_seq_search(&status)) != NULL)
 		ls->last_gen = 0;
 	last_used = NULL;
+}
+
+/*
+ * This transaction gives the sequence of relation relid a new generation:
+ * forget what we know of it, so that this backend reads its definition again
+ * before it uses it -- which it refuses until the end of the transaction.
+ */
+void
+distseq_local_reset(Oid relid)
+{
+	reset_lxid = DISTSEQ_MY_LXID;
+	reset_relid = relid;
+	if (local_seqs != NULL)
+		local_invalidate((Datum) 0, relid);
 }
 
 /* Called at every transaction's end: keep it cheap */
@@ -482,6 +505,16 @@ local_prepare(LocalSeq *ls, AclMode mode)
 
 			if (!distseq_catalog_lookup(ls->name, &def))
 				local_not_found(ls);
+			if (def.relid == reset_relid && reset_lxid == DISTSEQ_MY_LXID)
+				ereport(ERROR,
+						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+						 errmsg("cannot use distseq sequence \"%s\" in the transaction that set its value",
+								ls->name),
+						 errhint("Use it once distseq_setval() has committed.")));
+			/* a new generation of the same relation: setval, currval stays */
+			if (ls->last_gen != 0 && ls->last_gen == ls->gen &&
+				def.relid == ls->relid)
+				ls->last_gen = def.gen;
 			ls->relid = def.relid;
 			ls->gen = def.gen;
 			ls->def = def;
@@ -751,7 +784,8 @@ distseq_lastval(PG_FUNCTION_ARGS)
 	{
 		DistseqDef	def;
 
-		if (!distseq_catalog_lookup(ls->name, &def) || def.gen != ls->last_gen)
+		if (!distseq_catalog_lookup(ls->name, &def) ||
+			(def.gen != ls->last_gen && def.relid != ls->relid))
 			lastval_undefined(ls);
 	}
 	local_prepare(ls, ACL_SELECT | ACL_USAGE);

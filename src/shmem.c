@@ -203,6 +203,29 @@ seq_free_locked(DistseqSeq *seq)
 }
 
 /*
+ * The sequence of relation relid, in our database, takes a new generation
+ * (setval.c): the caller holds AccessExclusiveLock on the relation and has
+ * waited for every transaction that used it without a lock.  Free its
+ * entries, as those of a dropped relation are: the backends' blocks of the
+ * old generation would keep them from being taken over, though they will
+ * never be drawn from again.  What their pools and blocks hold is given up.
+ */
+void
+distseq_seq_forget(Oid relid)
+{
+	LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < distseq_max_sequences; i++)
+	{
+		DistseqSeq *seq = &Distseq->seqs[i];
+
+		if (pg_atomic_read_u64(&seq->gen) != 0 &&
+			seq->dboid == MyDatabaseId && seq->relid == relid)
+			seq_free_locked(seq);
+	}
+	LWLockRelease(Distseq->lock);
+}
+
+/*
  * Give a taken entry its new identity.  Caller holds Distseq->lock
  * exclusively and seq->lock.
  */
