@@ -18,6 +18,7 @@ major=${1:?usage: build-pg.sh MAJOR}
 prefix=${PG_PREFIX:-/opt/distseq-pg$major}
 src_root=${PG_SRC_ROOT:-/var/tmp/distseq-pg$major-src}
 log() { echo "== build-pg: $*" >&2; }
+. "$(dirname "$0")/common.sh"
 
 if [ -x "$prefix/bin/pg_config" ] && [ -f "$prefix/.distseq-built" ]; then
 	log "PostgreSQL $("$prefix/bin/pg_config" --version) already in $prefix"
@@ -55,7 +56,9 @@ tarball=$(ls postgresql-"$major"_*.orig.tar.* | head -1)
 tar xf "$tarball"
 dir=$(find . -maxdepth 1 -type d -name "postgresql-$major*" | head -1)
 cd "$dir"
-log "configure and build $(basename "$dir") into $prefix"
+log "configure and build $(basename "$dir") into $prefix (a few minutes)"
+distseq_ticker_start "build-pg: building $(basename "$dir")"
+trap distseq_ticker_stop EXIT
 ./configure --prefix="$prefix" --without-icu --with-openssl --enable-tap-tests \
 	--enable-debug >/dev/null
 make -j"$(nproc)" -s world-bin >/dev/null
@@ -63,6 +66,7 @@ make -s install-world-bin >/dev/null
 # PGXS's test drivers: TAP modules and the isolation tester
 make -s -C src/test/perl install >/dev/null
 make -s -C src/test/isolation install >/dev/null
+distseq_ticker_stop
 touch "$prefix/.distseq-built"
 log "PostgreSQL $("$prefix/bin/pg_config" --version) installed in $prefix"
 rm -rf "$src_root"

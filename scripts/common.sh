@@ -4,7 +4,9 @@ PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 PGBIN=$("$PG_CONFIG" --bindir 2>/dev/null || echo /usr/lib/postgresql/15/bin)
 
 distseq_install_packages() {
-	local pkgs="postgresql-15 postgresql-server-dev-15 libpq-dev libipc-run-perl pgbouncer make gcc"
+	# python3-*: the ORM examples (test/orm); pglogical: test/t/051_pglogical.pl
+	local pkgs="postgresql-15 postgresql-server-dev-15 libpq-dev libipc-run-perl pgbouncer make gcc
+		python3-psycopg2 python3-sqlalchemy python3-django postgresql-15-pglogical"
 	if dpkg -s $pkgs >/dev/null 2>&1; then
 		return 0
 	fi
@@ -14,6 +16,30 @@ distseq_install_packages() {
 	fi
 	apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $pkgs
 	PGBIN=$("$PG_CONFIG" --bindir)
+}
+
+# A line on stderr every minute, "== LABEL: still running, N min so far",
+# until distseq_ticker_stop: for steps silent for minutes (a build, a TAP
+# file), so that a log shows they are alive
+distseq_ticker_start() {
+	local label=$1 t0
+	t0=$(date +%s)
+	(
+		trap 'kill $s 2>/dev/null; exit 0' TERM
+		while :; do
+			sleep 60 &
+			s=$!
+			wait $s
+			echo "== $label: still running, $(( ($(date +%s) - t0) / 60 )) min so far" >&2
+		done
+	) &
+	distseq_ticker=$!
+}
+distseq_ticker_stop() {
+	[ -n "${distseq_ticker:-}" ] || return 0
+	kill "$distseq_ticker" 2>/dev/null
+	wait "$distseq_ticker" 2>/dev/null
+	distseq_ticker=
 }
 
 # Use PostgreSQL MAJOR: 15 is Debian 12's package, any other is built

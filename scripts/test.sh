@@ -14,7 +14,8 @@
 # Runs as root (installing what a fresh Debian 12 machine lacks) or as any
 # user that can write the PostgreSQL install directories.  The servers run
 # as the postgres OS user on a copy of the tree under /tmp.  Each suite
-# prints how long it took.
+# prints how long it took, each TAP file when it ended and its time, and a
+# step still running says so every minute.
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -81,15 +82,19 @@ for major in $majors; do
 		[ "$suite" = model ] && [ "$major" != "$first_major" ] && continue
 		echo "=== $suite (PostgreSQL $major)"
 		start=$SECONDS
+		distseq_ticker_start "$suite (PostgreSQL $major)"
 		case $suite in
 			regress) run_make ISOLATION= TAP_TESTS= ;;
 			isolation) run_make REGRESS= TAP_TESTS= ;;
-			tap) run_make REGRESS= ISOLATION= ;;
+			# --timer: each file's line says when it ended and how long it took
+			tap) run_make REGRESS= ISOLATION= PROVE_FLAGS=--timer ;;
 			bench) bash "$here/bench/run.sh" --pg "$major" --quick --no-build ;;
 			model) bash "$here/test/model/run.sh" ;;
 			*) echo "unknown suite: $suite"; false ;;
 		esac
-		if [ $? -eq 0 ]; then
+		rc=$?
+		distseq_ticker_stop
+		if [ $rc -eq 0 ]; then
 			passed=$((passed + 1))
 			echo "=== $suite (PostgreSQL $major) passed in $((SECONDS - start)) s"
 		else
