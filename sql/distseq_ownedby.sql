@@ -206,6 +206,44 @@ DROP TABLE ob_tab, ob_theirs, ob_temp;
 DROP VIEW ob_view;
 DROP SEQUENCE ob_native;
 SELECT distseq_drop('ob_free');
+
+--
+-- A permanent column of a temporary type: the drop of the type at the end
+-- of the session (or DISCARD TEMP, or ON COMMIT DROP) drops the column and
+-- the sequence, which no event trigger sees; distseq forgets it all the same
+--
+CREATE DOMAIN pg_temp.ob_tdom AS bigint;
+CREATE TABLE ob_tcol (id pg_temp.ob_tdom, v int);
+SELECT distseq_create('ob_tdom', owned_by => 'ob_tcol.id');
+DISCARD TEMP;
+SELECT count(*) FROM distseq.distseq_sequences WHERE sequence_name = 'ob_tdom';
+SELECT distseq_create('ob_tdom', owned_by => 'ob_tcol.v');
+SELECT distseq_nextval('ob_tdom');
+BEGIN;
+CREATE TEMP TABLE ob_trow (a int) ON COMMIT DROP;
+ALTER TABLE ob_tcol ADD COLUMN r ob_trow;
+ALTER SEQUENCE distseq.ob_tdom OWNED BY ob_tcol.r;
+COMMIT;
+SELECT count(*) FROM distseq.distseq_sequences WHERE sequence_name = 'ob_tdom';
+-- nor does it see a drop under session_replication_role = replica
+CREATE TABLE ob_repl (id bigint);
+SELECT distseq_create('ob_repl', owned_by => 'ob_repl.id');
+SET session_replication_role = replica;
+DROP TABLE ob_repl;
+RESET session_replication_role;
+SELECT count(*) FROM distseq.distseq_sequences WHERE sequence_name = 'ob_repl';
+SELECT distseq_create('ob_repl', owned_by => 'ob_tcol.v');
+-- rolled back, it leaves the sequence as it was
+BEGIN;
+SAVEPOINT s;
+SET LOCAL session_replication_role = replica;
+ALTER TABLE ob_tcol DROP COLUMN v;
+ROLLBACK TO s;
+COMMIT;
+SELECT * FROM ob_known() WHERE sequence_name = 'ob_repl';
+DROP TABLE ob_tcol;
+SELECT count(*) FROM distseq.distseq_sequences WHERE sequence_name LIKE 'ob\_%';
+
 DROP FUNCTION ob_known();
 REVOKE ALL ON FUNCTION distseq_create, distseq_create_for_column
 	FROM regress_ob_owner, regress_ob_other;

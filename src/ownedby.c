@@ -25,11 +25,22 @@
  *
  * A temporary table cannot own one: a distseq sequence is permanent, and
  * the end of the session drops a temporary table without running the
- * event trigger.
+ * event trigger.  A permanent column can still go with a temporary object
+ * (its type a temporary domain, say): the end of the session, DISCARD TEMP
+ * and ON COMMIT DROP drop it, and the sequence, as internal deletions, which
+ * no event trigger sees, nor does any under session_replication_role =
+ * replica.  The object access hook (inuse.c) hands such drops of a backing
+ * relation to distseq_ownedby_drop, which forgets the sequence as the event
+ * trigger would.  Where the trigger refuses the drop of one that peers
+ * share, it refuses that under replica too, but keeps it, with a warning,
+ * after an internal deletion: that is no command to refuse (the end of the
+ * session cannot fail).
  *
  * Locking: as ALTER SEQUENCE OWNED BY, ShareRowExclusiveLock on the
  * sequence and AccessShareLock on the table, kept to the end of the
- * transaction.
+ * transaction.  distseq_ownedby_drop runs under the dropper's
+ * AccessExclusiveLock on the backing relation and deletes the catalog rows
+ * directly (RowExclusiveLock), waiting for a refill that updates them.
  *
  *-------------------------------------------------------------------------
  */
@@ -38,7 +49,10 @@
 #include "distseq.h"
 #include "compat.h"
 
+#include "access/heapam.h"
 #include "access/relation.h"
+#include "access/tableam.h"
+#include "access/xact.h"
 #include "catalog/dependency.h"
 #include "catalog/namespace.h"
 #include "catalog/objectaccess.h"
@@ -46,12 +60,15 @@
 #include "catalog/pg_namespace.h"
 #include "commands/extension.h"
 #include "commands/tablecmds.h"
+#include "commands/trigger.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "tcop/utility.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
 /* The owner of a relation */
@@ -245,6 +262,174 @@ ownedby_check_set_schema(AlterObjectSchemaStmt *stmt)
 					 errhint("Unlink it first with ALTER SEQUENCE distseq.%s OWNED BY NONE, and link it again afterwards.",
 							 quote_identifier(get_rel_name(seqid)))));
 	}
+}
+
+/* A column of one of distseq's catalog tables */
+static AttrNumber
+forget_attnum(Relation rel, const char *name)
+{
+	AttrNumber	attnum = get_attnum(RelationGetRelid(rel), name);
+
+	if (attnum == InvalidAttrNumber)
+		elog(ERROR, "column \"%s\" of relation \"%s\" not found",
+			 name, RelationGetRelationName(rel));
+	return attnum;
+}
+
+/* Whether this node has peers, as the event trigger asks it */
+static bool
+forget_has_peers(Oid nspid, Snapshot snap)
+{
+	Relation	rel = table_open(get_relname_relid("distseq_node", nspid),
+								 AccessShareLock);
+	AttrNumber	epoch_att = forget_attnum(rel, "epoch");
+	AttrNumber	members_att = forget_attnum(rel, "members");
+	TableScanDesc scan = table_beginscan(rel, snap, 0, NULL);
+	HeapTuple	tup;
+	bool		peers = false;
+
+	while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		bool		isnull;
+		Datum		d;
+
+		d = heap_getattr(tup, epoch_att, RelationGetDescr(rel), &isnull);
+		if (!isnull && DatumGetInt64(d) > 0)
+			peers = true;
+		d = heap_getattr(tup, members_att, RelationGetDescr(rel), &isnull);
+		if (!isnull)
+		{
+			ArrayType  *members = DatumGetArrayTypeP(d);
+
+			if (ArrayGetNItems(ARR_NDIM(members), ARR_DIMS(members)) > 1)
+				peers = true;
+		}
+	}
+	table_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return peers;
+}
+
+/*
+ * Delete the rows of catalog table "table" whose column "column" holds
+ * relid (an oid) or name (a text).  The refill worker updates them in
+ * transactions of its own: one it updated meanwhile is looked for again.
+ */
+static void
+forget_rows(Oid nspid, const char *table, const char *column, Oid relid,
+			const char *name)
+{
+	Relation	rel = table_open(get_relname_relid(table, nspid), RowExclusiveLock);
+	AttrNumber	att = forget_attnum(rel, column);
+	bool		again;
+
+	do
+	{
+		Snapshot	snap = RegisterSnapshot(GetLatestSnapshot());
+		TableScanDesc scan = table_beginscan(rel, snap, 0, NULL);
+		HeapTuple	tup;
+
+		again = false;
+		while (!again && (tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
+		{
+			bool		isnull;
+			Datum		d = heap_getattr(tup, att, RelationGetDescr(rel), &isnull);
+			TM_FailureData tmfd;
+
+			if (isnull || (name ? strcmp(TextDatumGetCString(d), name) != 0
+						   : DatumGetObjectId(d) != relid))
+				continue;
+			switch (heap_delete(rel, &tup->t_self, GetCurrentCommandId(true),
+								InvalidSnapshot, true, &tmfd, false))
+			{
+				case TM_Ok:
+				case TM_SelfModified:
+					break;
+				case TM_Updated:
+				case TM_Deleted:
+					again = true;
+					break;
+				default:
+					elog(ERROR, "could not delete from %s", table);
+			}
+		}
+		table_endscan(scan);
+		UnregisterSnapshot(snap);
+		CommandCounterIncrement();
+	} while (again);
+	table_close(rel, RowExclusiveLock);
+}
+
+/*
+ * The object access hook's part: relation relid is being dropped, with
+ * dropflags.  If it backs a distseq sequence and the event trigger will not
+ * see the drop, forget the sequence here, as the trigger would.  No SQL:
+ * an ON COMMIT DROP runs after the last moment a transaction may run any.
+ */
+void
+distseq_ownedby_drop(Oid relid, int dropflags)
+{
+	Oid			nspid;
+	Relation	rel;
+	Snapshot	snap;
+	TableScanDesc scan;
+	HeapTuple	tup;
+	char	   *name = NULL;
+	bool		shared = false;
+
+	if (!(dropflags & PERFORM_DELETION_INTERNAL) &&
+		SessionReplicationRole != SESSION_REPLICATION_ROLE_REPLICA)
+		return;
+	if (!ownedby_is_backing(relid))
+		return;
+	/* not in DROP EXTENSION, which may have dropped the catalog already */
+	nspid = get_rel_namespace(relid);
+	if (!OidIsValid(get_relname_relid("distseq_sequences", nspid)) ||
+		!OidIsValid(get_relname_relid("distseq_windows", nspid)) ||
+		distseq_catalog_minor() < 7)
+		return;
+
+	rel = table_open(get_relname_relid("distseq_sequences", nspid), AccessShareLock);
+	snap = RegisterSnapshot(GetLatestSnapshot());
+	scan = table_beginscan(rel, snap, 0, NULL);
+	while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		TupleDesc	desc = RelationGetDescr(rel);
+		bool		isnull;
+		bool		servers_null;
+		Datum		d = heap_getattr(tup, forget_attnum(rel, "seqrel"), desc, &isnull);
+
+		if (isnull || DatumGetObjectId(d) != relid)
+			continue;
+		name = TextDatumGetCString(heap_getattr(tup, forget_attnum(rel, "sequence_name"),
+												desc, &isnull));
+		d = heap_getattr(tup, forget_attnum(rel, "stripes"), desc, &isnull);
+		(void) heap_getattr(tup, forget_attnum(rel, "servers"), desc, &servers_null);
+		shared = DatumGetInt32(d) == 1 && servers_null &&
+			forget_has_peers(nspid, snap);
+		break;
+	}
+	table_endscan(scan);
+	UnregisterSnapshot(snap);
+	table_close(rel, AccessShareLock);
+	if (name == NULL)
+		return;
+
+	if (!shared)
+	{
+		forget_rows(nspid, "distseq_windows", "sequence_name", InvalidOid, name);
+		forget_rows(nspid, "distseq_sequences", "seqrel", relid, NULL);
+	}
+	else if (!(dropflags & PERFORM_DELETION_INTERNAL))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("cannot drop distseq sequence \"%s\" on a node with peers", name),
+				 errhint("Its high-water mark here guards the windows of the other members.")));
+	else
+		ereport(WARNING,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("distseq sequence \"%s\" is kept on a node with peers", name),
+				 errdetail("Its backing sequence was dropped with a temporary object, but its high-water mark here guards the windows of the other members.")));
 }
 
 /*
