@@ -241,6 +241,24 @@ ALTER TABLE ob_tcol DROP COLUMN v;
 ROLLBACK TO s;
 COMMIT;
 SELECT * FROM ob_known() WHERE sequence_name = 'ob_repl';
+-- on a node with peers (which a transaction that rolls back pretends to
+-- be) a drop under replica is refused, as the trigger refuses it, and the
+-- end of a temporary object keeps the sequence, with a warning
+CREATE TABLE ob_peers (id bigint, v int);
+SELECT distseq_create('ob_peers', owned_by => 'ob_peers.id');
+BEGIN;
+UPDATE distseq.distseq_node SET epoch = 1;
+SAVEPOINT s;
+SET LOCAL session_replication_role = replica;
+DROP TABLE ob_peers;
+ROLLBACK TO s;
+CREATE DOMAIN pg_temp.ob_pdom AS bigint;
+ALTER TABLE ob_peers ADD COLUMN w pg_temp.ob_pdom;
+ALTER SEQUENCE distseq.ob_peers OWNED BY ob_peers.w;
+DISCARD TEMP;
+SELECT count(*) FROM distseq.distseq_sequences WHERE sequence_name = 'ob_peers';
+ROLLBACK;
+DROP TABLE ob_peers;
 DROP TABLE ob_tcol;
 SELECT count(*) FROM distseq.distseq_sequences WHERE sequence_name LIKE 'ob\_%';
 
