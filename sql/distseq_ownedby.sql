@@ -172,6 +172,20 @@ SELECT * FROM ob_known();
 DROP TABLE ob_other.ob_col;
 DROP SCHEMA ob_other;
 SELECT distseq_drop('ob_col_id');
+-- nor ALTER EXTENSION SET SCHEMA of an extension whose member it is
+CREATE SCHEMA ob_ext;
+CREATE EXTENSION seg SCHEMA ob_ext;
+CREATE TABLE ob_ext.member (id bigint);
+SELECT distseq_create('ob_member', owned_by => 'ob_ext.member.id');
+ALTER EXTENSION seg ADD TABLE ob_ext.member;
+CREATE SCHEMA ob_ext2;
+ALTER EXTENSION seg SET SCHEMA ob_ext2;
+ALTER EXTENSION seg DROP TABLE ob_ext.member;
+ALTER EXTENSION seg SET SCHEMA ob_ext2;
+SELECT * FROM ob_known() WHERE sequence_name = 'ob_member';
+DROP EXTENSION seg;
+DROP SCHEMA ob_ext CASCADE;
+DROP SCHEMA ob_ext2;
 
 --
 -- Bad input

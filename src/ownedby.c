@@ -21,7 +21,8 @@
  * checks PostgreSQL makes (the caller owns the sequence, which has the
  * table's owner).  ALTER TABLE SET SCHEMA would move the linked sequences
  * along with their table, out of schema distseq: it is refused while the
- * table owns one.
+ * table owns one, and so is ALTER EXTENSION SET SCHEMA of an extension
+ * that such a table is a member of.
  *
  * A temporary table cannot own one: a distseq sequence is permanent, and
  * the end of the session drops a temporary table without running the
@@ -50,13 +51,17 @@
 #include "compat.h"
 
 #include "access/heapam.h"
+#include "access/genam.h"
 #include "access/relation.h"
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/dependency.h"
+#include "catalog/indexing.h"
 #include "catalog/namespace.h"
 #include "catalog/objectaccess.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_depend.h"
+#include "catalog/pg_extension.h"
 #include "catalog/pg_namespace.h"
 #include "commands/extension.h"
 #include "commands/tablecmds.h"
@@ -66,6 +71,7 @@
 #include "tcop/utility.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
@@ -240,15 +246,12 @@ ownedby_alter_sequence(AlterSeqStmt *stmt)
 	return true;
 }
 
-/* ALTER TABLE SET SCHEMA would take the linked backing sequences along */
+/* Moving table relid to another schema would take its backing sequences */
 static void
-ownedby_check_set_schema(AlterObjectSchemaStmt *stmt)
+ownedby_check_move(Oid relid)
 {
-	Oid			relid = RangeVarGetRelid(stmt->relation, NoLock, true);
 	ListCell   *lc;
 
-	if (!OidIsValid(relid))
-		return;
 	foreach(lc, getOwnedSequences(relid))
 	{
 		Oid			seqid = lfirst_oid(lc);
@@ -262,6 +265,50 @@ ownedby_check_set_schema(AlterObjectSchemaStmt *stmt)
 					 errhint("Unlink it first with ALTER SEQUENCE distseq.%s OWNED BY NONE, and link it again afterwards.",
 							 quote_identifier(get_rel_name(seqid)))));
 	}
+}
+
+/*
+ * ALTER TABLE SET SCHEMA would take the linked backing sequences along, and
+ * so would ALTER EXTENSION SET SCHEMA, with the tables that are members of
+ * the extension (PostgreSQL then fails on an assertion, or with an internal
+ * error)
+ */
+static void
+ownedby_check_set_schema(AlterObjectSchemaStmt *stmt)
+{
+	Oid			extid;
+	Relation	depend;
+	ScanKeyData key[2];
+	SysScanDesc scan;
+	HeapTuple	tup;
+
+	if (stmt->objectType == OBJECT_TABLE)
+	{
+		Oid			relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+
+		if (OidIsValid(relid))
+			ownedby_check_move(relid);
+		return;
+	}
+	extid = get_extension_oid(strVal(stmt->object), true);
+	if (!OidIsValid(extid))
+		return;
+	depend = table_open(DependRelationId, AccessShareLock);
+	ScanKeyInit(&key[0], Anum_pg_depend_refclassid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(ExtensionRelationId));
+	ScanKeyInit(&key[1], Anum_pg_depend_refobjid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(extid));
+	scan = systable_beginscan(depend, DependReferenceIndexId, true, NULL, 2, key);
+	while (HeapTupleIsValid(tup = systable_getnext(scan)))
+	{
+		Form_pg_depend dep = (Form_pg_depend) GETSTRUCT(tup);
+
+		if (dep->deptype == DEPENDENCY_EXTENSION &&
+			dep->classid == RelationRelationId && dep->objsubid == 0)
+			ownedby_check_move(dep->objid);
+	}
+	systable_endscan(scan);
+	table_close(depend, AccessShareLock);
 }
 
 /* A column of one of distseq's catalog tables */
@@ -442,7 +489,8 @@ distseq_ownedby_utility(Node *stmt)
 	if (IsA(stmt, AlterSeqStmt))
 		return ownedby_alter_sequence((AlterSeqStmt *) stmt);
 	if (IsA(stmt, AlterObjectSchemaStmt) &&
-		((AlterObjectSchemaStmt *) stmt)->objectType == OBJECT_TABLE)
+		(((AlterObjectSchemaStmt *) stmt)->objectType == OBJECT_TABLE ||
+		 ((AlterObjectSchemaStmt *) stmt)->objectType == OBJECT_EXTENSION))
 		ownedby_check_set_schema((AlterObjectSchemaStmt *) stmt);
 	return false;
 }
