@@ -360,7 +360,8 @@ forget_has_peers(Oid nspid, Snapshot snap)
 /*
  * Delete the rows of catalog table "table" whose column "column" holds
  * relid (an oid) or name (a text).  The refill worker updates them in
- * transactions of its own: one it updated meanwhile is looked for again.
+ * transactions of its own: one it updated meanwhile is looked for again,
+ * as is one this transaction updated in the current command.
  */
 static void
 forget_rows(Oid nspid, const char *table, const char *column, Oid relid,
@@ -390,10 +391,11 @@ forget_rows(Oid nspid, const char *table, const char *column, Oid relid,
 								InvalidSnapshot, true, &tmfd, false))
 			{
 				case TM_Ok:
-				case TM_SelfModified:
 					break;
+				case TM_SelfModified:
 				case TM_Updated:
 				case TM_Deleted:
+					/* seen again after CommandCounterIncrement, if it lives */
 					again = true;
 					break;
 				default:
