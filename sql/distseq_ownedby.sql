@@ -172,6 +172,20 @@ SELECT * FROM ob_known();
 DROP TABLE ob_other.ob_col;
 DROP SCHEMA ob_other;
 SELECT distseq_drop('ob_col_id');
+-- nor ALTER EXTENSION SET SCHEMA of an extension whose member it is
+CREATE SCHEMA ob_ext;
+CREATE EXTENSION seg SCHEMA ob_ext;
+CREATE TABLE ob_ext.member (id bigint);
+SELECT distseq_create('ob_member', owned_by => 'ob_ext.member.id');
+ALTER EXTENSION seg ADD TABLE ob_ext.member;
+CREATE SCHEMA ob_ext2;
+ALTER EXTENSION seg SET SCHEMA ob_ext2;
+ALTER EXTENSION seg DROP TABLE ob_ext.member;
+ALTER EXTENSION seg SET SCHEMA ob_ext2;
+SELECT * FROM ob_known() WHERE sequence_name = 'ob_member';
+DROP EXTENSION seg;
+DROP SCHEMA ob_ext CASCADE;
+DROP SCHEMA ob_ext2;
 
 --
 -- Bad input
@@ -206,6 +220,62 @@ DROP TABLE ob_tab, ob_theirs, ob_temp;
 DROP VIEW ob_view;
 DROP SEQUENCE ob_native;
 SELECT distseq_drop('ob_free');
+
+--
+-- A permanent column of a temporary type: the drop of the type at the end
+-- of the session (or DISCARD TEMP, or ON COMMIT DROP) drops the column and
+-- the sequence, which no event trigger sees; distseq forgets it all the same
+--
+CREATE DOMAIN pg_temp.ob_tdom AS bigint;
+CREATE TABLE ob_tcol (id pg_temp.ob_tdom, v int);
+SELECT distseq_create('ob_tdom', owned_by => 'ob_tcol.id');
+DISCARD TEMP;
+SELECT count(*) FROM distseq.distseq_sequences WHERE sequence_name = 'ob_tdom';
+SELECT distseq_create('ob_tdom', owned_by => 'ob_tcol.v');
+SELECT distseq_nextval('ob_tdom');
+BEGIN;
+CREATE TEMP TABLE ob_trow (a int) ON COMMIT DROP;
+ALTER TABLE ob_tcol ADD COLUMN r ob_trow;
+ALTER SEQUENCE distseq.ob_tdom OWNED BY ob_tcol.r;
+COMMIT;
+SELECT count(*) FROM distseq.distseq_sequences WHERE sequence_name = 'ob_tdom';
+-- nor does it see a drop under session_replication_role = replica
+CREATE TABLE ob_repl (id bigint);
+SELECT distseq_create('ob_repl', owned_by => 'ob_repl.id');
+SET session_replication_role = replica;
+DROP TABLE ob_repl;
+RESET session_replication_role;
+SELECT count(*) FROM distseq.distseq_sequences WHERE sequence_name = 'ob_repl';
+SELECT distseq_create('ob_repl', owned_by => 'ob_tcol.v');
+-- rolled back, it leaves the sequence as it was
+BEGIN;
+SAVEPOINT s;
+SET LOCAL session_replication_role = replica;
+ALTER TABLE ob_tcol DROP COLUMN v;
+ROLLBACK TO s;
+COMMIT;
+SELECT * FROM ob_known() WHERE sequence_name = 'ob_repl';
+-- on a node with peers (which a transaction that rolls back pretends to
+-- be) a drop under replica is refused, as the trigger refuses it, and the
+-- end of a temporary object keeps the sequence, with a warning
+CREATE TABLE ob_peers (id bigint, v int);
+SELECT distseq_create('ob_peers', owned_by => 'ob_peers.id');
+BEGIN;
+UPDATE distseq.distseq_node SET epoch = 1;
+SAVEPOINT s;
+SET LOCAL session_replication_role = replica;
+DROP TABLE ob_peers;
+ROLLBACK TO s;
+CREATE DOMAIN pg_temp.ob_pdom AS bigint;
+ALTER TABLE ob_peers ADD COLUMN w pg_temp.ob_pdom;
+ALTER SEQUENCE distseq.ob_peers OWNED BY ob_peers.w;
+DISCARD TEMP;
+SELECT count(*) FROM distseq.distseq_sequences WHERE sequence_name = 'ob_peers';
+ROLLBACK;
+DROP TABLE ob_peers;
+DROP TABLE ob_tcol;
+SELECT count(*) FROM distseq.distseq_sequences WHERE sequence_name LIKE 'ob\_%';
+
 DROP FUNCTION ob_known();
 REVOKE ALL ON FUNCTION distseq_create, distseq_create_for_column
 	FROM regress_ob_owner, regress_ob_other;

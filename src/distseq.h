@@ -457,6 +457,7 @@ extern Oid	distseq_ownedby_check_table(Oid relid);
 extern Oid	distseq_ownedby_column(List *names, AttrNumber *attnum, Oid *owner);
 extern void distseq_ownedby_link(Oid seqid, Oid relid, AttrNumber attnum);
 extern bool distseq_ownedby_utility(Node *stmt);
+extern void distseq_ownedby_drop(Oid relid, int dropflags);
 
 /* src/nextval.c */
 extern void distseq_check_name(const char *name);

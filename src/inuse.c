@@ -52,9 +52,10 @@
  * behind; a user holding AccessShareLock knows that no drop is under way and
  * clears it (distseq_drop_state_clear).
  *
- * The object access hook that sees drops of relations also hands drops of
- * databases to worker.c (distseq_worker_drop_database): one hook, which every
- * function call in the server passes through.
+ * The object access hook that sees drops of relations also hands them to
+ * ownedby.c (distseq_ownedby_drop) and drops of databases to worker.c
+ * (distseq_worker_drop_database): one hook, which every function call in
+ * the server passes through.
  *
  * Locking: user_xact is written only by the block's owner, waited_xact and
  * the drop state only by a dropper, which holds AccessExclusiveLock on the
@@ -318,7 +319,10 @@ inuse_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 	if (access == OAT_DROP && Distseq != NULL)
 	{
 		if (classId == RelationRelationId && subId == 0)
+		{
 			distseq_inuse_wait(objectId);
+			distseq_ownedby_drop(objectId, ((ObjectAccessDrop *) arg)->dropflags);
+		}
 		else if (classId == DatabaseRelationId)
 			distseq_worker_drop_database(objectId);
 	}

@@ -21,15 +21,27 @@
  * checks PostgreSQL makes (the caller owns the sequence, which has the
  * table's owner).  ALTER TABLE SET SCHEMA would move the linked sequences
  * along with their table, out of schema distseq: it is refused while the
- * table owns one.
+ * table owns one, and so is ALTER EXTENSION SET SCHEMA of an extension
+ * that such a table is a member of.
  *
  * A temporary table cannot own one: a distseq sequence is permanent, and
  * the end of the session drops a temporary table without running the
- * event trigger.
+ * event trigger.  A permanent column can still go with a temporary object
+ * (its type a temporary domain, say): the end of the session, DISCARD TEMP
+ * and ON COMMIT DROP drop it, and the sequence, as internal deletions, which
+ * no event trigger sees, nor does any under session_replication_role =
+ * replica.  The object access hook (inuse.c) hands such drops of a backing
+ * relation to distseq_ownedby_drop, which forgets the sequence as the event
+ * trigger would.  Where the trigger refuses the drop of one that peers
+ * share, it refuses that under replica too, but keeps it, with a warning,
+ * after an internal deletion: that is no command to refuse (the end of the
+ * session cannot fail).
  *
  * Locking: as ALTER SEQUENCE OWNED BY, ShareRowExclusiveLock on the
  * sequence and AccessShareLock on the table, kept to the end of the
- * transaction.
+ * transaction.  distseq_ownedby_drop runs under the dropper's
+ * AccessExclusiveLock on the backing relation and deletes the catalog rows
+ * directly (RowExclusiveLock), waiting for a refill that updates them.
  *
  *-------------------------------------------------------------------------
  */
@@ -38,20 +50,31 @@
 #include "distseq.h"
 #include "compat.h"
 
+#include "access/heapam.h"
+#include "access/genam.h"
 #include "access/relation.h"
+#include "access/tableam.h"
+#include "access/xact.h"
 #include "catalog/dependency.h"
+#include "catalog/indexing.h"
 #include "catalog/namespace.h"
 #include "catalog/objectaccess.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_depend.h"
+#include "catalog/pg_extension.h"
 #include "catalog/pg_namespace.h"
 #include "commands/extension.h"
 #include "commands/tablecmds.h"
+#include "commands/trigger.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "tcop/utility.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
 /* The owner of a relation */
@@ -223,15 +246,12 @@ ownedby_alter_sequence(AlterSeqStmt *stmt)
 	return true;
 }
 
-/* ALTER TABLE SET SCHEMA would take the linked backing sequences along */
+/* Moving table relid to another schema would take its backing sequences */
 static void
-ownedby_check_set_schema(AlterObjectSchemaStmt *stmt)
+ownedby_check_move(Oid relid)
 {
-	Oid			relid = RangeVarGetRelid(stmt->relation, NoLock, true);
 	ListCell   *lc;
 
-	if (!OidIsValid(relid))
-		return;
 	foreach(lc, getOwnedSequences(relid))
 	{
 		Oid			seqid = lfirst_oid(lc);
@@ -248,6 +268,220 @@ ownedby_check_set_schema(AlterObjectSchemaStmt *stmt)
 }
 
 /*
+ * ALTER TABLE SET SCHEMA would take the linked backing sequences along, and
+ * so would ALTER EXTENSION SET SCHEMA, with the tables that are members of
+ * the extension (PostgreSQL then fails on an assertion, or with an internal
+ * error)
+ */
+static void
+ownedby_check_set_schema(AlterObjectSchemaStmt *stmt)
+{
+	Oid			extid;
+	Relation	depend;
+	ScanKeyData key[2];
+	SysScanDesc scan;
+	HeapTuple	tup;
+
+	if (stmt->objectType == OBJECT_TABLE)
+	{
+		Oid			relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+
+		if (OidIsValid(relid))
+			ownedby_check_move(relid);
+		return;
+	}
+	extid = get_extension_oid(strVal(stmt->object), true);
+	if (!OidIsValid(extid))
+		return;
+	depend = table_open(DependRelationId, AccessShareLock);
+	ScanKeyInit(&key[0], Anum_pg_depend_refclassid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(ExtensionRelationId));
+	ScanKeyInit(&key[1], Anum_pg_depend_refobjid, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(extid));
+	scan = systable_beginscan(depend, DependReferenceIndexId, true, NULL, 2, key);
+	while (HeapTupleIsValid(tup = systable_getnext(scan)))
+	{
+		Form_pg_depend dep = (Form_pg_depend) GETSTRUCT(tup);
+
+		if (dep->deptype == DEPENDENCY_EXTENSION &&
+			dep->classid == RelationRelationId && dep->objsubid == 0)
+			ownedby_check_move(dep->objid);
+	}
+	systable_endscan(scan);
+	table_close(depend, AccessShareLock);
+}
+
+/* A column of one of distseq's catalog tables */
+static AttrNumber
+forget_attnum(Relation rel, const char *name)
+{
+	AttrNumber	attnum = get_attnum(RelationGetRelid(rel), name);
+
+	if (attnum == InvalidAttrNumber)
+		elog(ERROR, "column \"%s\" of relation \"%s\" not found",
+			 name, RelationGetRelationName(rel));
+	return attnum;
+}
+
+/* Whether this node has peers, as the event trigger asks it */
+static bool
+forget_has_peers(Oid nspid, Snapshot snap)
+{
+	Relation	rel = table_open(get_relname_relid("distseq_node", nspid),
+								 AccessShareLock);
+	AttrNumber	epoch_att = forget_attnum(rel, "epoch");
+	AttrNumber	members_att = forget_attnum(rel, "members");
+	TableScanDesc scan = table_beginscan(rel, snap, 0, NULL);
+	HeapTuple	tup;
+	bool		peers = false;
+
+	while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		bool		isnull;
+		Datum		d;
+
+		d = heap_getattr(tup, epoch_att, RelationGetDescr(rel), &isnull);
+		if (!isnull && DatumGetInt64(d) > 0)
+			peers = true;
+		d = heap_getattr(tup, members_att, RelationGetDescr(rel), &isnull);
+		if (!isnull)
+		{
+			ArrayType  *members = DatumGetArrayTypeP(d);
+
+			if (ArrayGetNItems(ARR_NDIM(members), ARR_DIMS(members)) > 1)
+				peers = true;
+		}
+	}
+	table_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return peers;
+}
+
+/*
+ * Delete the rows of catalog table "table" whose column "column" holds
+ * relid (an oid) or name (a text).  The refill worker updates them in
+ * transactions of its own: one it updated meanwhile is looked for again,
+ * as is one this transaction updated in the current command.
+ */
+static void
+forget_rows(Oid nspid, const char *table, const char *column, Oid relid,
+			const char *name)
+{
+	Relation	rel = table_open(get_relname_relid(table, nspid), RowExclusiveLock);
+	AttrNumber	att = forget_attnum(rel, column);
+	bool		again;
+
+	do
+	{
+		Snapshot	snap = RegisterSnapshot(GetLatestSnapshot());
+		TableScanDesc scan = table_beginscan(rel, snap, 0, NULL);
+		HeapTuple	tup;
+
+		again = false;
+		while (!again && (tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
+		{
+			bool		isnull;
+			Datum		d = heap_getattr(tup, att, RelationGetDescr(rel), &isnull);
+			TM_FailureData tmfd;
+
+			if (isnull || (name ? strcmp(TextDatumGetCString(d), name) != 0
+						   : DatumGetObjectId(d) != relid))
+				continue;
+			switch (heap_delete(rel, &tup->t_self, GetCurrentCommandId(true),
+								InvalidSnapshot, true, &tmfd, false))
+			{
+				case TM_Ok:
+					break;
+				case TM_SelfModified:
+				case TM_Updated:
+				case TM_Deleted:
+					/* seen again after CommandCounterIncrement, if it lives */
+					again = true;
+					break;
+				default:
+					elog(ERROR, "could not delete from %s", table);
+			}
+		}
+		table_endscan(scan);
+		UnregisterSnapshot(snap);
+		CommandCounterIncrement();
+	} while (again);
+	table_close(rel, RowExclusiveLock);
+}
+
+/*
+ * The object access hook's part: relation relid is being dropped, with
+ * dropflags.  If it backs a distseq sequence and the event trigger will not
+ * see the drop, forget the sequence here, as the trigger would.  No SQL:
+ * an ON COMMIT DROP runs after the last moment a transaction may run any.
+ */
+void
+distseq_ownedby_drop(Oid relid, int dropflags)
+{
+	Oid			nspid;
+	Relation	rel;
+	Snapshot	snap;
+	TableScanDesc scan;
+	HeapTuple	tup;
+	char	   *name = NULL;
+	bool		shared = false;
+
+	if (!(dropflags & PERFORM_DELETION_INTERNAL) &&
+		SessionReplicationRole != SESSION_REPLICATION_ROLE_REPLICA)
+		return;
+	if (!ownedby_is_backing(relid))
+		return;
+	/* not in DROP EXTENSION, which may have dropped the catalog already */
+	nspid = get_rel_namespace(relid);
+	if (!OidIsValid(get_relname_relid("distseq_sequences", nspid)) ||
+		!OidIsValid(get_relname_relid("distseq_windows", nspid)) ||
+		distseq_catalog_minor() < 7)
+		return;
+
+	rel = table_open(get_relname_relid("distseq_sequences", nspid), AccessShareLock);
+	snap = RegisterSnapshot(GetLatestSnapshot());
+	scan = table_beginscan(rel, snap, 0, NULL);
+	while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		TupleDesc	desc = RelationGetDescr(rel);
+		bool		isnull;
+		bool		servers_null;
+		Datum		d = heap_getattr(tup, forget_attnum(rel, "seqrel"), desc, &isnull);
+
+		if (isnull || DatumGetObjectId(d) != relid)
+			continue;
+		name = TextDatumGetCString(heap_getattr(tup, forget_attnum(rel, "sequence_name"),
+												desc, &isnull));
+		d = heap_getattr(tup, forget_attnum(rel, "stripes"), desc, &isnull);
+		(void) heap_getattr(tup, forget_attnum(rel, "servers"), desc, &servers_null);
+		shared = DatumGetInt32(d) == 1 && servers_null &&
+			forget_has_peers(nspid, snap);
+		break;
+	}
+	table_endscan(scan);
+	UnregisterSnapshot(snap);
+	table_close(rel, AccessShareLock);
+	if (name == NULL)
+		return;
+
+	if (!shared)
+	{
+		forget_rows(nspid, "distseq_windows", "sequence_name", InvalidOid, name);
+		forget_rows(nspid, "distseq_sequences", "seqrel", relid, NULL);
+	}
+	else if (!(dropflags & PERFORM_DELETION_INTERNAL))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("cannot drop distseq sequence \"%s\" on a node with peers", name),
+				 errhint("Its high-water mark here guards the windows of the other members.")));
+	else
+		ereport(WARNING,
+				(errcode(ERRCODE_OBJECT_IN_USE),
+				 errmsg("distseq sequence \"%s\" is kept on a node with peers", name),
+				 errdetail("Its backing sequence was dropped with a temporary object, but its high-water mark here guards the windows of the other members.")));
+}
+
+/*
  * The utility hook's part: returns whether it carried out the statement,
  * which then must not run again.
  */
@@ -257,7 +491,8 @@ distseq_ownedby_utility(Node *stmt)
 	if (IsA(stmt, AlterSeqStmt))
 		return ownedby_alter_sequence((AlterSeqStmt *) stmt);
 	if (IsA(stmt, AlterObjectSchemaStmt) &&
-		((AlterObjectSchemaStmt *) stmt)->objectType == OBJECT_TABLE)
+		(((AlterObjectSchemaStmt *) stmt)->objectType == OBJECT_TABLE ||
+		 ((AlterObjectSchemaStmt *) stmt)->objectType == OBJECT_EXTENSION))
 		ownedby_check_set_schema((AlterObjectSchemaStmt *) stmt);
 	return false;
 }
