@@ -152,6 +152,17 @@ PREPARE TRANSACTION 'inc_2pc_rb';
 ROLLBACK PREPARED 'inc_2pc_rb';
 SELECT distseq_nextval('inc_2pc_rb');
 
+-- SET TRANSACTION READ ONLY after the draws: the commit still records them,
+-- as a transaction that used a native sequence commits
+BEGIN;
+SELECT distseq_create('inc_ro', block_size => 2);
+SELECT distseq_nextval('inc_ro');
+SET TRANSACTION READ ONLY;
+COMMIT;
+SELECT window_start, next_hi FROM distseq.distseq_windows
+WHERE sequence_name = 'inc_ro' ORDER BY window_start;
+SELECT distseq_nextval('inc_ro');
+
 -- a sequence whose values come from other servers is refused until commit
 CREATE SERVER inc_srv FOREIGN DATA WRAPPER distseq OPTIONS (host '127.0.0.1', port '1');
 CREATE USER MAPPING FOR CURRENT_USER SERVER inc_srv;
