@@ -243,6 +243,24 @@ SELECT distseq_create('inc_max', block_size => 1, start_value => 2147483646,
 SELECT distseq_nextval('inc_max'), distseq_nextval('inc_max');
 COMMIT;
 SELECT distseq_nextval('inc_max');
+-- and so do the bounds of bigint
+BEGIN;
+SELECT distseq_create('inc_max64', block_size => 2, window_size => 2,
+					  start_value => 9223372036854775804,
+					  max_value => 9223372036854775806);
+SELECT distseq_nextval('inc_max64'), distseq_nextval('inc_max64'),
+	   distseq_nextval('inc_max64');
+COMMIT;
+SELECT distseq_nextval('inc_max64');
+BEGIN;
+SELECT distseq_create('inc_min64', block_size => 2, window_size => 3,
+					  start_value => -9223372036854775807);
+SELECT distseq_nextval('inc_min64'), distseq_nextval('inc_min64'),
+	   distseq_nextval('inc_min64');
+COMMIT;
+SELECT window_start, window_end, next_hi FROM distseq.distseq_windows
+WHERE sequence_name = 'inc_min64' ORDER BY window_start;
+SELECT distseq_nextval('inc_min64');
 
 -- the recording at commit runs with pinned names: an operator that a
 -- hostile role put first in the committing session's search_path is not used
