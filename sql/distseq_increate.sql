@@ -162,6 +162,13 @@ COMMIT;
 SELECT window_start, next_hi FROM distseq.distseq_windows
 WHERE sequence_name = 'inc_ro' ORDER BY window_start;
 SELECT distseq_nextval('inc_ro');
+BEGIN;
+SELECT distseq_create('inc_ro2pc', block_size => 2);
+SELECT distseq_nextval('inc_ro2pc');
+SET TRANSACTION READ ONLY;
+PREPARE TRANSACTION 'inc_ro2pc';
+COMMIT PREPARED 'inc_ro2pc';
+SELECT distseq_nextval('inc_ro2pc');
 
 -- values drawn while the commit runs its deferred triggers and holds its
 -- cursors are recorded too: nothing comes again after the commit
