@@ -70,11 +70,20 @@ static void
 created_record(void)
 {
 	ListCell   *lc;
+	bool		read_only = XactReadOnly;
 
 	recorded = true;
 	/* a DROP EXTENSION in the transaction took the sequences with it */
 	if (!OidIsValid(get_extension_oid("distseq", true)))
 		return;
+
+	/*
+	 * SET TRANSACTION READ ONLY may have come after the creation and the
+	 * draws: recording them belongs to those writes, and the transaction
+	 * commits, as one that used a native sequence does.  Reset by the next
+	 * transaction's start if the recording fails.
+	 */
+	XactReadOnly = false;
 	/* the portals are closed by now: SQL needs a snapshot of its own */
 	PushActiveSnapshot(GetTransactionSnapshot());
 	foreach(lc, created)
@@ -86,6 +95,7 @@ created_record(void)
 			distseq_catalog_record_drawn(c->relid, c->gen, c->first, c->next);
 	}
 	PopActiveSnapshot();
+	XactReadOnly = read_only;
 }
 
 static void
