@@ -179,3 +179,30 @@ AS 'MODULE_PATHNAME', 'distseq_peer_setval'
 LANGUAGE C STRICT SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
 REVOKE ALL ON FUNCTION distseq.distseq_peer_setval(pg_catalog.text, pg_catalog.int8, pg_catalog.bool)
 	FROM PUBLIC;
+
+-- ---- distseq_alter (issue 13, item 3) ----
+
+-- Change a live sequence, as ALTER SEQUENCE does: the parameters that are
+-- not NULL.  Needs ownership of the backing sequence (checked in C); with
+-- peers, every member applies it, or the call fails.  Not in a transaction
+-- block.
+CREATE FUNCTION @extschema@.distseq_alter(sequence_name pg_catalog.text,
+										  block_size pg_catalog.int8 DEFAULT NULL,
+										  window_size pg_catalog.int8 DEFAULT NULL,
+										  max_value pg_catalog.int8 DEFAULT NULL,
+										  min_open_windows pg_catalog.int8 DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'distseq_alter'
+LANGUAGE C VOLATILE;
+
+-- A member's part of it, called by peers: how far this server reserved the
+-- sequence, and with "apply", the new parameters applied here first.
+CREATE FUNCTION distseq.distseq_peer_alter(sequence_name pg_catalog.text, block_size pg_catalog.int8,
+										   window_size pg_catalog.int8, max_value pg_catalog.int8,
+										   min_open_windows pg_catalog.int8, apply pg_catalog.bool)
+RETURNS pg_catalog.int8
+AS 'MODULE_PATHNAME', 'distseq_peer_alter'
+LANGUAGE C STRICT SECURITY DEFINER SET search_path = pg_catalog, pg_temp;
+REVOKE ALL ON FUNCTION distseq.distseq_peer_alter(pg_catalog.text, pg_catalog.int8, pg_catalog.int8,
+												  pg_catalog.int8, pg_catalog.int8, pg_catalog.bool)
+	FROM PUBLIC;

@@ -249,6 +249,16 @@ ORDER BY p.proname;
 SELECT distseq_setval('upgraded', 1000000);
 SELECT distseq_nextval('upgraded') > 1000000 AS above_setval;
 
+-- ---- 1.7: distseq_alter() ----
+SELECT p.proname, pg_get_function_identity_arguments(p.oid) AS args, n.nspname,
+       has_function_privilege('public', p.oid, 'EXECUTE') AS public_may
+FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+WHERE p.proname IN ('distseq_alter', 'distseq_peer_alter')
+ORDER BY p.proname;
+SELECT distseq_alter('upgraded', block_size => 7, max_value => 2000000);
+SELECT block_size, max_value FROM distseq.distseq_sequences WHERE sequence_name = 'upgraded';
+SELECT distseq_nextval('upgraded') BETWEEN 1000000 AND 2000000 AS within_new_max;
+
 DROP TABLE up_tab;
 SELECT count(*) AS up_tab_id_left FROM distseq.distseq_sequences WHERE sequence_name = 'up_tab_id';
 REVOKE ALL ON FUNCTION distseq_rejoin(text) FROM regress_ds_up;

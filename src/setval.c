@@ -1,12 +1,14 @@
 /*-------------------------------------------------------------------------
  *
  * setval.c
- *	  distseq_setval(): move a live sequence forward, on this server and on
- *	  every member of its group, so that no server hands out a value at or
- *	  below a given one from then on; and distseq_peer_setval(), the part a
- *	  member runs for it.
+ *	  Changes to a live sequence, made on this server and on every member of
+ *	  its group: distseq_setval() moves it forward, so that no server hands
+ *	  out a value at or below a given one from then on; distseq_alter()
+ *	  changes its block_size, window_size, max_value or min_open_windows, as
+ *	  ALTER SEQUENCE does; distseq_peer_setval() and distseq_peer_alter() are
+ *	  the parts a member runs for them.
  *
- * On each server the move is made in one transaction, like a drop followed
+ * On each server a change is made in one transaction, like a drop followed
  * by a create that keeps the relation:
  *
  *	- AccessExclusiveLock on the backing relation, and the handshake of
@@ -16,11 +18,15 @@
  *	  one in shared memory is stale, its entries are freed (shmem.c) and the
  *	  worker can reserve nothing more for it (catalog.c checks the
  *	  generation); a refill in flight holds the row, and we wait for it;
- *	- every window below the floor is closed (next_hi raised to it), the
- *	  slots between the top of the windows and the floor are recorded as one
- *	  closed window, and the high-water mark is raised to the floor: windows
- *	  opened later, here or won by any majority of members that includes a
- *	  server that applied it, start above it;
+ *	- setval: every window below the floor is closed (next_hi raised to
+ *	  it), the slots between the top of the windows and the floor are
+ *	  recorded as one closed window, and the high-water mark is raised to
+ *	  the floor: windows opened later, here or won by any majority of
+ *	  members that includes a server that applied it, start above it;
+ *	- alter: the row gets the new parameters, and a lowered max_value cuts
+ *	  the windows above it (none of it was reserved: that is refused); the
+ *	  refills and the agent open windows up to a raised one, and cut blocks
+ *	  of the new block_size, since the new generation has no block yet;
  *	- the relcache invalidation of the relation, sent at commit, and the
  *	  count of ended drops make every backend read the definition again
  *	  before it draws: it then attaches to an entry of the new generation.
@@ -31,8 +37,8 @@
  * ones held is lost, never handed out again.
  *
  * With peers, the caller first asks every member how far it has reserved
- * (nothing is changed if one does not answer, or if the value is below
- * that), then has every member apply it, each in its own transaction
+ * (nothing is changed if one does not answer, or if the value, or the new
+ * max_value, is below that), then has every member apply it, each in its own transaction
  * there, and applies it here last, holding nothing while it asks.  An
  * agent inserts a window it won only if the sequence here still has the
  * generation it read before its compare-and-sets (agent.c): a window won
@@ -71,6 +77,9 @@ typedef struct SetvalSeq
 	uint64		gen;
 	int64		start_value;
 	int64		max_value;
+	int32		block_size;
+	int64		window_size;
+	int32		min_open;
 	int32		stripes;
 	int32		stripe;
 	bool		has_servers;	/* draws from other servers */
@@ -78,13 +87,29 @@ typedef struct SetvalSeq
 	int64		reserved_top;	/* the highest value reserved here */
 } SetvalSeq;
 
+/*
+ * A change: setval's floor, or alter's parameters (the caller's own for
+ * those it keeps, so that every member gets the same)
+ */
+typedef struct SeqChange
+{
+	const char *fn;				/* "distseq_setval()" or "distseq_alter()" */
+	bool		alter;
+	int64		value;			/* setval: the floor */
+	int32		block_size;		/* alter: the new parameters */
+	int64		window_size;
+	bool		keep_max;
+	int64		max_value;
+	int32		min_open;
+} SeqChange;
+
 static void
-check_minor(void)
+check_minor(const char *fn)
 {
 	if (distseq_catalog_minor() < 7)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("distseq_setval() needs version 1.7 of extension \"distseq\""),
+				 errmsg("%s needs version 1.7 of extension \"distseq\"", fn),
 				 errhint("Run ALTER EXTENSION distseq UPDATE on every server.")));
 }
 
@@ -104,7 +129,8 @@ setval_read(const char *schema, const char *name, bool lock, SetvalSeq *s)
 								  " stripes::int8, stripe::int8, (servers IS NOT NULL)::int::int8,"
 								  " (SELECT max(w.next_hi) FROM %s.distseq_windows w"
 								  "  WHERE w.sequence_name = s.sequence_name"
-								  "  AND w.next_hi > w.window_start), generation"
+								  "  AND w.next_hi > w.window_start), generation,"
+								  " block_size::int8, window_size, min_open_windows::int8"
 								  " FROM %s.distseq_sequences s WHERE sequence_name = $1%s",
 								  schema, schema, lock ? " FOR NO KEY UPDATE" : ""),
 						 1, types, values, SPI_OK_SELECT) != 1)
@@ -118,6 +144,9 @@ setval_read(const char *schema, const char *name, bool lock, SetvalSeq *s)
 	(void) SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 7, &isnull);
 	s->reserved_any = !isnull;
 	s->gen = (uint64) distseq_spi_int8(0, 8);
+	s->block_size = (int32) distseq_spi_int8(0, 9);
+	s->window_size = distseq_spi_int8(0, 10);
+	s->min_open = (int32) distseq_spi_int8(0, 11);
 	/* next_hi is the slot after the last one reserved */
 	s->reserved_top = isnull ? 0 :
 		DISTSEQ_VALUE(distseq_spi_int8(0, 7) - 1, s->stripes, s->stripe);
@@ -138,57 +167,48 @@ setval_floor_slot(const SetvalSeq *s, int64 value)
 }
 
 pg_noreturn static void
-setval_below(const char *name, int64 value, int64 top, const char *where)
+change_below(const SeqChange *c, const char *name, int64 top, const char *where)
 {
+	if (c->alter)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("distseq_alter: max_value " INT64_FORMAT " is below what distseq sequence \"%s\" may have handed out",
+						c->max_value, name),
+				 errdetail("%s has reserved values up to " INT64_FORMAT ", and any of them may have been handed out.",
+						   where, top),
+				 errhint("Set a max_value of at least " INT64_FORMAT ".", top)));
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("distseq_setval: value " INT64_FORMAT " is below what distseq sequence \"%s\" may have handed out",
-					value, name),
+					c->value, name),
 			 errdetail("%s has reserved values up to " INT64_FORMAT ", and any of them may have been handed out.",
 					   where, top),
 			 errhint("distseq_setval() only moves a sequence forward: set a value of at least " INT64_FORMAT ".",
 					 top)));
 }
 
-/*
- * Apply the floor "value" on this server, in the caller's transaction; SPI
- * connected.  False if there is no such sequence here.
- */
+/* Whether "top", reserved somewhere, forbids the change */
 static bool
-setval_apply(const char *schema, const char *name, int64 value)
+change_refused(const SeqChange *c, int64 top)
 {
-	SetvalSeq	s;
-	Oid			types[4] = {TEXTOID, INT8OID, INT8OID, INT8OID};
-	Datum		values[4];
+	return c->alter ? top > c->max_value : c->value < top;
+}
+
+/* setval's part of change_apply(): close everything below the floor */
+static void
+setval_floor(const char *schema, const char *name, const SetvalSeq *s,
+			 int64 value)
+{
+	Oid			types[3] = {TEXTOID, INT8OID, INT8OID};
+	Datum		values[3];
 	int64		floor;
 	int64		first;
 	int64		last;
 	int64		top;
 	int64		skipped;
-	uint64		gen;
 
-	if (!setval_read(schema, name, false, &s))
-		return false;
-
-	/*
-	 * Wait for the transactions that use the sequence, before we hold its
-	 * row: one of them may be waiting for a refill that needs the row.
-	 */
-	LockRelationOid(s.relid, AccessExclusiveLock);
-	distseq_inuse_wait(s.relid);
-	if (!setval_read(schema, name, true, &s))
-		return false;
-
-	/*
-	 * What was reserved since the caller checked it is not refused: once
-	 * members applied the floor, agents win windows above it, and values
-	 * reserved there stay valid.
-	 */
-
-	distseq_seq_forget(s.relid);
-
-	floor = setval_floor_slot(&s, value);
-	distseq_slots(s.start_value, s.max_value, s.stripes, s.stripe, &first, &last);
+	floor = setval_floor_slot(s, value);
+	distseq_slots(s->start_value, s->max_value, s->stripes, s->stripe, &first, &last);
 	values[0] = CStringGetTextDatum(name);
 	values[1] = Int64GetDatum(floor);
 	values[2] = Int64GetDatum(first);
@@ -224,6 +244,108 @@ setval_apply(const char *schema, const char *name, int64 value)
 		skipped += floor - top;
 	}
 
+	values[2] = Int64GetDatum(skipped);
+	distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences s"
+							  " SET hwm = GREATEST(s.hwm, $2),"
+							  " values_reserved = s.values_reserved + $3,"
+							  " values_lost = s.values_lost + $3"
+							  " WHERE s.sequence_name = $1",
+							  schema),
+					 3, types, values, SPI_OK_UPDATE);
+}
+
+/*
+ * alter's part of change_apply(): the new parameters, and no window above
+ * the new max_value
+ */
+static void
+alter_params(const char *schema, const char *name, const SetvalSeq *s,
+			 const SeqChange *c)
+{
+	Oid			types[5] = {TEXTOID, INT8OID, INT8OID, INT8OID, INT8OID};
+	Datum		values[5];
+	int64		first;
+	int64		last;
+
+	/* reserved since the caller asked: refused all the same */
+	if (s->reserved_any && change_refused(c, s->reserved_top))
+		change_below(c, name, s->reserved_top, "This server");
+
+	/* slots above "last" were never reserved: cut the windows there */
+	distseq_slots(s->start_value, c->max_value, s->stripes, s->stripe, &first, &last);
+	values[0] = CStringGetTextDatum(name);
+	values[1] = Int64GetDatum(last);
+	distseq_spi_exec(psprintf("DELETE FROM %s.distseq_windows w"
+							  " WHERE w.sequence_name = $1 AND w.window_start > $2",
+							  schema),
+					 2, types, values, SPI_OK_DELETE);
+	distseq_spi_exec(psprintf("UPDATE %s.distseq_windows w SET window_end = $2 + 1"
+							  " WHERE w.sequence_name = $1 AND w.window_end > $2 + 1",
+							  schema),
+					 2, types, values, SPI_OK_UPDATE);
+
+	/*
+	 * Without the majority protocol, the mark is the top of this server's
+	 * windows (catalog.c): a raised max_value opens windows from the new
+	 * top again.  With it, the mark is the group's compare-and-set word and
+	 * stays: a member that did not apply this may still reserve below it,
+	 * so windows opened later start above it.
+	 */
+	if (s->stripes > 1 || !distseq_has_peers(schema))
+		distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences s SET hwm = $2 + 1"
+								  " WHERE s.sequence_name = $1 AND s.hwm > $2 + 1",
+								  schema),
+						 2, types, values, SPI_OK_UPDATE);
+
+	values[1] = Int64GetDatum((int64) c->block_size);
+	values[2] = Int64GetDatum(c->window_size);
+	values[3] = Int64GetDatum(c->max_value);
+	values[4] = Int64GetDatum((int64) c->min_open);
+	distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences s"
+							  " SET block_size = $2::int4, window_size = $3,"
+							  " max_value = $4, min_open_windows = $5::int4"
+							  " WHERE s.sequence_name = $1",
+							  schema),
+					 5, types, values, SPI_OK_UPDATE);
+}
+
+/*
+ * Apply a change on this server, in the caller's transaction; SPI
+ * connected.  False if there is no such sequence here.
+ */
+static bool
+change_apply(const char *schema, const char *name, const SeqChange *c)
+{
+	SetvalSeq	s;
+	Oid			types[2] = {TEXTOID, INT8OID};
+	Datum		values[2];
+	uint64		gen;
+
+	if (!setval_read(schema, name, false, &s))
+		return false;
+
+	/*
+	 * Wait for the transactions that use the sequence, before we hold its
+	 * row: one of them may be waiting for a refill that needs the row.
+	 */
+	LockRelationOid(s.relid, AccessExclusiveLock);
+	distseq_inuse_wait(s.relid);
+	if (!setval_read(schema, name, true, &s))
+		return false;
+
+	/*
+	 * A floor is not refused for what was reserved since the caller checked
+	 * it: once members applied it, agents win windows above it, and values
+	 * reserved there stay valid.
+	 */
+
+	distseq_seq_forget(s.relid);
+
+	if (c->alter)
+		alter_params(schema, name, &s, c);
+	else
+		setval_floor(schema, name, &s, c->value);
+
 	/* a random generation, never 0, never the one it had */
 	do
 	{
@@ -231,23 +353,19 @@ setval_apply(const char *schema, const char *name, int64 value)
 			elog(ERROR, "could not generate a random number");
 		gen &= PG_INT64_MAX;
 	} while (gen == 0 || gen == s.gen);
-	values[1] = Int64GetDatum(floor);
-	values[2] = Int64GetDatum(skipped);
-	values[3] = Int64GetDatum((int64) gen);
-	distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences s"
-							  " SET generation = $4, hwm = GREATEST(s.hwm, $2),"
-							  " values_reserved = s.values_reserved + $3,"
-							  " values_lost = s.values_lost + $3"
+	values[0] = CStringGetTextDatum(name);
+	values[1] = Int64GetDatum((int64) gen);
+	distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences s SET generation = $2"
 							  " WHERE s.sequence_name = $1",
 							  schema),
-					 4, types, values, SPI_OK_UPDATE);
+					 2, types, values, SPI_OK_UPDATE);
 
 	CacheInvalidateRelcacheByRelid(s.relid);
 	distseq_local_reset(s.relid);
 	return true;
 }
 
-/* A member, asked or told about a setval */
+/* A member, asked or told about a change */
 typedef struct SetvalMember
 {
 	DistseqPeer *peer;
@@ -259,20 +377,36 @@ typedef struct SetvalMember
 } SetvalMember;
 
 static bool
-setval_ask(SetvalMember *m, const char *name, int64 value, bool apply)
+change_ask(SetvalMember *m, const char *name, const SeqChange *c, bool apply)
 {
 	DistseqRemoteResult *res;
-	const char *params[3];
+	const char *params[6];
 
 	if (m->peer == NULL)
 		return false;
 	params[0] = name;
-	params[1] = psprintf(INT64_FORMAT, value);
-	params[2] = apply ? "true" : "false";
-	res = distseq_peer_exec(m->peer,
-							"SELECT %s.distseq_peer_setval($1::pg_catalog.text,"
-							" $2::pg_catalog.int8, $3::pg_catalog.bool)",
-							3, params, "l?", 1, &m->error);
+	if (c->alter)
+	{
+		params[1] = psprintf("%d", c->block_size);
+		params[2] = psprintf(INT64_FORMAT, c->window_size);
+		params[3] = psprintf(INT64_FORMAT, c->max_value);
+		params[4] = psprintf("%d", c->min_open);
+		params[5] = apply ? "true" : "false";
+		res = distseq_peer_exec(m->peer,
+								"SELECT %s.distseq_peer_alter($1::pg_catalog.text,"
+								" $2::pg_catalog.int8, $3::pg_catalog.int8, $4::pg_catalog.int8,"
+								" $5::pg_catalog.int8, $6::pg_catalog.bool)",
+								6, params, "l?", 1, &m->error);
+	}
+	else
+	{
+		params[1] = psprintf(INT64_FORMAT, c->value);
+		params[2] = apply ? "true" : "false";
+		res = distseq_peer_exec(m->peer,
+								"SELECT %s.distseq_peer_setval($1::pg_catalog.text,"
+								" $2::pg_catalog.int8, $3::pg_catalog.bool)",
+								3, params, "l?", 1, &m->error);
+	}
 	m->answered = res != NULL;
 	if (res == NULL)
 	{
@@ -307,17 +441,18 @@ setval_failures(SetvalMember *ms, int n, bool *any)
 }
 
 /*
- * Every member other than this node applies the floor, after each has said
- * how far it reserved; SPI connected.
+ * Every member other than this node applies the change, after each has
+ * said how far it reserved; SPI connected.
  */
 static void
-setval_members(const char *schema, const char *name, int64 value)
+change_members(const char *schema, const char *name, const SeqChange *c)
 {
 	DistseqNodeState st;
 	SetvalMember *ms;
 	int			n = 0;
 	bool		failed;
 	char	   *why;
+	const char *verb = c->alter ? "alter" : "set";
 	StringInfoData applied;
 
 	distseq_node_state(schema, &st);
@@ -335,23 +470,25 @@ setval_members(const char *schema, const char *name, int64 value)
 
 	/* first ask: nothing changes anywhere unless every member answers */
 	for (int i = 0; i < n; i++)
-		(void) setval_ask(&ms[i], name, value, false);
+		(void) change_ask(&ms[i], name, c, false);
 	why = setval_failures(ms, n, &failed);
 	if (failed)
 		ereport(ERROR,
 				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
-				 errmsg("could not set distseq sequence \"%s\": not every member answered", name),
+				 errmsg("could not %s distseq sequence \"%s\": not every member answered",
+						verb, name),
 				 errdetail_internal("Not reached: %s. Nothing was changed.", why),
-				 errhint("Call distseq_setval() again once every member answers; distseq_peers shows them.")));
+				 errhint("Call %s again once every member answers; distseq_peers shows them.",
+						 c->fn)));
 	for (int i = 0; i < n; i++)
 	{
-		if (ms[i].has_top && value < ms[i].top)
-			setval_below(name, value, ms[i].top,
+		if (ms[i].has_top && change_refused(c, ms[i].top))
+			change_below(c, name, ms[i].top,
 						 psprintf("Member \"%s\"", ms[i].peer->name));
 	}
 
 	for (int i = 0; i < n; i++)
-		(void) setval_ask(&ms[i], name, value, true);
+		(void) change_ask(&ms[i], name, c, true);
 	why = setval_failures(ms, n, &failed);
 	if (failed)
 	{
@@ -367,24 +504,25 @@ setval_members(const char *schema, const char *name, int64 value)
 		}
 		ereport(ERROR,
 				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
-				 errmsg("could not set distseq sequence \"%s\" on every member", name),
+				 errmsg("could not %s distseq sequence \"%s\" on every member", verb, name),
+				 c->alter ?
+				 errdetail_internal("Not reached: %s. Applied on: %s; not on this server nor on those not reached, which keep the parameters they had.",
+									why, first ? "none" : applied.data) :
 				 errdetail_internal("Not reached: %s. Applied on: %s; not on this server nor on those not reached, which may still hand out values up to " INT64_FORMAT ".",
-									why, first ? "none" : applied.data, value),
-				 errhint("Call distseq_setval() again once every member answers.")));
+									why, first ? "none" : applied.data, c->value),
+				 errhint("Call %s again once every member answers.", c->fn)));
 	}
 }
 
-PG_FUNCTION_INFO_V1(distseq_setval);
-
 /*
- * distseq_setval(sequence_name, value): from now on no server hands out a
- * value of the sequence at or below "value".  Returns "value", as setval().
+ * The part of distseq_setval() and distseq_alter() run here: check the
+ * caller and the change against this server's catalog (alter's kept
+ * parameters are filled in from it), then apply it on every member and
+ * here.
  */
-Datum
-distseq_setval(PG_FUNCTION_ARGS)
+static void
+change_run(const char *name, SeqChange *c)
 {
-	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	int64		value = PG_GETARG_INT64(1);
 	int			search_path_level;
 	const char *schema;
 	SetvalSeq	s;
@@ -392,10 +530,10 @@ distseq_setval(PG_FUNCTION_ARGS)
 	int			save_sec_context;
 
 	distseq_check_loaded();
-	distseq_check_writable("distseq_setval()");
+	distseq_check_writable(c->fn);
 	distseq_check_name(name);
-	check_minor();
-	PreventInTransactionBlock(true, "distseq_setval()");
+	check_minor(c->fn);
+	PreventInTransactionBlock(true, c->fn);
 	search_path_level = distseq_pin_search_path();
 	schema = distseq_catalog_schema();
 
@@ -412,8 +550,18 @@ distseq_setval(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("distseq sequence \"%s\" does not exist", name)));
+	if (c->alter)
+	{
+		/* as ALTER SEQUENCE on the backing sequence */
+		if (!distseq_rel_ownercheck(s.relid, save_userid))
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+					 errmsg("must be owner of distseq sequence \"%s\"", name),
+					 errdetail("distseq_alter() may be called by the owner of distseq.%s, as ALTER SEQUENCE.",
+							   quote_identifier(name))));
+	}
 	/* as setval() on the backing sequence */
-	if (pg_class_aclcheck(s.relid, save_userid, ACL_UPDATE) != ACLCHECK_OK)
+	else if (pg_class_aclcheck(s.relid, save_userid, ACL_UPDATE) != ACLCHECK_OK)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied for distseq sequence \"%s\"", name),
@@ -423,55 +571,167 @@ distseq_setval(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("distseq sequence \"%s\" draws from other servers", name),
-				 errhint("Call distseq_setval() on the servers it draws from.")));
-	if (value < s.start_value || value > s.max_value)
+				 errhint("Call %s on the servers it draws from.", c->fn)));
+	if (c->alter)
+	{
+		int64		first;
+		int64		last;
+
+		/* what it keeps, every member gets as this server has it */
+		if (c->block_size == 0)
+			c->block_size = s.block_size;
+		if (c->window_size == 0)
+			c->window_size = s.window_size;
+		if (c->min_open == 0)
+			c->min_open = s.min_open;
+		if (c->keep_max)
+			c->max_value = s.max_value;
+		if (c->max_value < s.start_value)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("max_value (" INT64_FORMAT ") cannot be less than start_value (" INT64_FORMAT ")",
+							c->max_value, s.start_value)));
+		distseq_slots(s.start_value, c->max_value, s.stripes, s.stripe, &first, &last);
+		if (first > last)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("no value from start_value to max_value is in stripe %d of %d",
+							s.stripe, s.stripes)));
+	}
+	else if (c->value < s.start_value || c->value > s.max_value)
 		ereport(ERROR,
 				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
 				 errmsg("distseq_setval: value " INT64_FORMAT " is out of bounds for distseq sequence \"%s\" (" INT64_FORMAT ".." INT64_FORMAT ")",
-						value, name, s.start_value, s.max_value)));
-	if (s.reserved_any && value < s.reserved_top)
-		setval_below(name, value, s.reserved_top, "This server");
+						c->value, name, s.start_value, s.max_value)));
+	if (s.reserved_any && change_refused(c, s.reserved_top))
+		change_below(c, name, s.reserved_top, "This server");
 
 	/* striped sequences are this server's alone */
 	if (s.stripes == 1 && distseq_has_peers(schema))
-		setval_members(schema, name, value);
-	if (!setval_apply(schema, name, value))
+		change_members(schema, name, c);
+	if (!change_apply(schema, name, c))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("distseq sequence \"%s\" does not exist", name)));
 	SPI_finish();
 	SetUserIdAndSecContext(save_userid, save_sec_context);
 	distseq_unpin_search_path(search_path_level);
-	PG_RETURN_INT64(value);
 }
 
-PG_FUNCTION_INFO_V1(distseq_peer_setval);
+PG_FUNCTION_INFO_V1(distseq_setval);
 
 /*
- * A member's part of distseq_setval(): how far this server reserved the
- * sequence (NULL if nothing, or if it has no such sequence), and with
- * "apply", the floor applied here first.
+ * distseq_setval(sequence_name, value): from now on no server hands out a
+ * value of the sequence at or below "value".  Returns "value", as setval().
  */
 Datum
-distseq_peer_setval(PG_FUNCTION_ARGS)
+distseq_setval(PG_FUNCTION_ARGS)
 {
-	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	int64		value = PG_GETARG_INT64(1);
-	bool		apply = PG_GETARG_BOOL(2);
+	SeqChange	c = {.fn = "distseq_setval()", .value = PG_GETARG_INT64(1)};
+
+	change_run(text_to_cstring(PG_GETARG_TEXT_PP(0)), &c);
+	PG_RETURN_INT64(c.value);
+}
+
+/* A parameter of distseq_alter(), checked; "dflt" if NULL */
+static int64
+alter_arg(FunctionCallInfo fcinfo, int n, const char *what, int64 max, int64 dflt)
+{
+	int64		v;
+
+	if (PG_ARGISNULL(n))
+		return dflt;
+	v = PG_GETARG_INT64(n);
+	if (v <= 0 || v > max)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be between 1 and " INT64_FORMAT, what, max),
+				 errdetail("The value given was " INT64_FORMAT ".", v)));
+	return v;
+}
+
+PG_FUNCTION_INFO_V1(distseq_alter);
+
+/*
+ * distseq_alter(sequence_name, block_size, window_size, max_value,
+ * min_open_windows): change the parameters that are not NULL, on every
+ * member.
+ */
+Datum
+distseq_alter(PG_FUNCTION_ARGS)
+{
+	SeqChange	c = {.fn = "distseq_alter()", .alter = true};
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("sequence_name must not be null")));
+	/* 0: kept, filled in by change_run() */
+	c.block_size = (int32) alter_arg(fcinfo, 1, "block_size", PG_INT32_MAX, 0);
+	c.window_size = alter_arg(fcinfo, 2, "window_size", PG_INT64_MAX, 0);
+	c.min_open = (int32) alter_arg(fcinfo, 4, "min_open_windows",
+								   DISTSEQ_MAX_OPEN_WINDOWS, 0);
+	c.keep_max = PG_ARGISNULL(3);
+	if (!c.keep_max)
+		c.max_value = PG_GETARG_INT64(3);
+	if (c.max_value > PG_INT64_MAX - 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_value must be at most " INT64_FORMAT, PG_INT64_MAX - 1)));
+	change_run(text_to_cstring(PG_GETARG_TEXT_PP(0)), &c);
+	PG_RETURN_VOID();
+}
+
+/*
+ * A member's part of a change: how far this server reserved the sequence
+ * (NULL if nothing, or if it has no such sequence), and with "apply", the
+ * change applied here first.
+ */
+static Datum
+change_peer(FunctionCallInfo fcinfo, const char *name, const SeqChange *c,
+			bool apply)
+{
 	const char *schema;
 	SetvalSeq	s;
 	bool		found;
 
 	distseq_check_loaded();
-	distseq_check_writable("distseq_peer_setval()");
+	distseq_check_writable(c->fn);
 	distseq_check_name(name);
 	distseq_spi_connect();
 	schema = distseq_catalog_schema();
 	if (apply)
-		(void) setval_apply(schema, name, value);
+		(void) change_apply(schema, name, c);
 	found = setval_read(schema, name, false, &s);
 	SPI_finish();
 	if (!found || !s.reserved_any)
 		PG_RETURN_NULL();
 	PG_RETURN_INT64(s.reserved_top);
+}
+
+PG_FUNCTION_INFO_V1(distseq_peer_setval);
+
+Datum
+distseq_peer_setval(PG_FUNCTION_ARGS)
+{
+	SeqChange	c = {.fn = "distseq_peer_setval()", .value = PG_GETARG_INT64(1)};
+
+	return change_peer(fcinfo, text_to_cstring(PG_GETARG_TEXT_PP(0)), &c,
+					   PG_GETARG_BOOL(2));
+}
+
+PG_FUNCTION_INFO_V1(distseq_peer_alter);
+
+Datum
+distseq_peer_alter(PG_FUNCTION_ARGS)
+{
+	SeqChange	c = {.fn = "distseq_peer_alter()", .alter = true};
+
+	c.block_size = (int32) alter_arg(fcinfo, 1, "block_size", PG_INT32_MAX, 0);
+	c.window_size = alter_arg(fcinfo, 2, "window_size", PG_INT64_MAX, 0);
+	c.max_value = PG_GETARG_INT64(3);
+	c.min_open = (int32) alter_arg(fcinfo, 4, "min_open_windows",
+								   DISTSEQ_MAX_OPEN_WINDOWS, 0);
+	return change_peer(fcinfo, text_to_cstring(PG_GETARG_TEXT_PP(0)), &c,
+					   PG_GETARG_BOOL(5));
 }
