@@ -1688,9 +1688,11 @@ change_settle(MemoryContext cxt)
  * Must this node settle the change from its membership before it proposes
  * one: pending in a change of another node; having promised a ballot (its
  * own moves of round 0 would be refused); or active while a member it
- * reaches is pending in a change from its membership (in flight, or left
+ * reaches is in a change from its membership: pending (in flight, or left
  * by a proposer that is lost: moves of round 0 would not reach a
- * majority).  SPI connected.
+ * majority), or active in it (decided, and this node, left behind, waits
+ * for a phase two that a lost proposer never runs; settling takes it).
+ * SPI connected.
  */
 static bool
 settle_needed(const char *schema, DistseqNodeState *st)
@@ -1713,10 +1715,10 @@ settle_needed(const char *schema, DistseqNodeState *st)
 
 		if (st->members[i] == st->node_id ||
 			(peer = distseq_peer_of(schema, st->members[i])) == NULL ||
-			(res = distseq_peer_exec(peer, "SELECT epoch, pending FROM %s.distseq_peer_state()",
-									 0, NULL, "lb", 1, &error)) == NULL)
+			(res = distseq_peer_exec(peer, "SELECT epoch FROM %s.distseq_peer_state()",
+									 0, NULL, "l", 1, &error)) == NULL)
 			continue;
-		if (distseq_remote_bool(res, 0, 1) && distseq_remote_int8(res, 0, 0) == st->epoch + 1)
+		if (distseq_remote_int8(res, 0, 0) == st->epoch + 1)
 			return true;
 	}
 	return false;

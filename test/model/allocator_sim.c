@@ -199,6 +199,12 @@
  * activation does not take a node pending in an abandoned change: the
  * scenarios lost1-lost4 then end stuck.
  *
+ * --raisepromise: as change_settle does, a recovery that fails after a
+ * prepare was refused for a round at least its own raises this node's
+ * promise to (that round, 0), whatever instance the node is in by then
+ * (the UPDATE checks no membership).  It only makes the node refuse more;
+ * the model's seenbal alone is a hint.  Random runs with it pass.
+ *
  * Activation is accepted from any older epoch > 0 (a member left behind
  * two changes or more is taken in); this was proposed here as --older and
  * is now the code, so --older is the default and changes nothing.
@@ -259,6 +265,7 @@ static int	opt_vary = -1;		/* a mix of events per cluster (-1: when they restart
 static int	opt_own = -1;		/* fresh nodes may have the sequence (-1: with --vary) */
 static int	opt_older = 1;		/* activation from any older epoch > 0 (the code) */
 static int	opt_norec = 0;		/* no recovery: the code before 1.7 */
+static int	opt_raise = 0;		/* a failed recovery raises its own promise (C) */
 static const char *opt_scenario;
 static double p_anom;			/* per call: reply lost, or request delayed */
 static double p_read;			/* per agent read: it times out */
@@ -1616,6 +1623,15 @@ change_fail(Job *p, const char *why)
 {
 	st.ch_fail++;
 	note(1, "change#%ld by n%d FAILED: %s", p->no, p->id, why);
+	if (opt_raise && p->op == OP_RECOVER)
+	{
+		/* as change_settle: refused for a higher round, promise it, whatever instance */
+		Node	   *n = &nd[p->slot];
+		i64			r = n->seenbal >> 24;
+
+		if (r >= (p->b >> 24) && (n->promised >> 24) < r)
+			n->promised = r << 24;
+	}
 	job_end(p);
 }
 
@@ -3547,6 +3563,7 @@ usage(void)
 			"                               inlinealone|nofreshcheck|noidcheck|nomovefrom|nodecidedid|\n"
 			"                               recnoquorum|recnopromise]\n"
 			"                     [--own[=0|1]] [--restart=STEPS] [--vary[=0|1]] [--older] [--norecovery]\n"
+			"                     [--raisepromise]\n"
 			"                     [--trace[=1|2]] [--show=LINES] [--dump]\n"
 			"       allocator_sim --scenario=twonode|shrink|shrink5|joiners|fewmarks|\n"
 			"                     superseded|freshrace|reinstall|behind|rejoin|lost0..lost4|\n"
@@ -3614,6 +3631,8 @@ main(int argc, char **argv)
 			opt_older = 1;
 		else if (strcmp(argv[i], "--norecovery") == 0)
 			opt_norec = 1;
+		else if (strcmp(argv[i], "--raisepromise") == 0)
+			opt_raise = 1;
 		else if ((v = optval(argv[i], "--broken")))
 		{
 			brk = -1;

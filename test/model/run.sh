@@ -30,6 +30,9 @@
 #     two); a survivor settles the change and removes it, and the others
 #     must be active and open windows again; and splitprepare and
 #     lateproposer, races of a recovery the variants below get wrong;
+#   - --raisepromise (a failed recovery raises its own promise, as the C
+#     code does, which the model's recovery does not): random runs on 3, 5
+#     and 7 nodes;
 # Must be caught (shows the checker can fail; one violation in the variant's
 # runs is enough): each --broken variant, one mechanism of impl taken out, in
 # random runs, or in the scripted history that needs it (noquorum: twonode;
@@ -69,6 +72,12 @@ jobs=${MODEL_JOBS:-$(nproc 2>/dev/null || echo 2)}
 		IFS=: read -r n seeds steps <<<"$spec"
 		for s in $(seq 1 "$seeds"); do
 			echo "impl nodes=$n seed=$s|pass|--nodes=$n --seed=$s --steps=$steps --show=60"
+		done
+	done
+	# a failed recovery raises its own promise, as change_settle does
+	for n in 3 5 7; do
+		for s in 1 2 3 4; do
+			echo "raisepromise nodes=$n seed=$s|pass|--raisepromise --nodes=$n --seed=$s --steps=1000000"
 		done
 	done
 	for sc in twonode shrink shrink5 joiners fewmarks freshrace superseded reinstall behind rejoin \
