@@ -49,6 +49,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
 static int64 catalog_rejoin(const char *schema, int minor, const char *name,
@@ -408,26 +409,42 @@ distseq_spi_int8(int row, int col)
 }
 
 /*
- * Read a sequence's definition by name, in the caller's transaction.
+ * Read a sequence's definition by name, in the caller's transaction: with
+ * "latest", as of now rather than as of the transaction's snapshot.
  * Returns false when there is no such sequence.
  */
-bool
-distseq_catalog_lookup(const char *name, DistseqDef *def)
+static bool
+catalog_lookup(const char *name, DistseqDef *def, bool latest)
 {
 	CatalogContext cxt;
 	int			minor = 0;
 	const char *schema = catalog_extension(&minor);
 	Oid			types[1] = {TEXTOID};
 	Datum		values[1];
+	const char *sql;
 	bool		found;
 
 	values[0] = CStringGetTextDatum(name);
 	catalog_enter(&cxt);
-	found = distseq_spi_exec(psprintf("SELECT seqrel::oid::int8, generation, block_size::int8, max_value,"
-								  " %s FROM %s.distseq_sequences WHERE sequence_name = $1",
-								  minor >= 2 ? "stripes::int8, stripe::int8" : "1::int8, 0::int8",
-								  schema),
-						 1, types, values, SPI_OK_SELECT) == 1;
+	sql = psprintf("SELECT seqrel::oid::int8, generation, block_size::int8, max_value,"
+				   " %s FROM %s.distseq_sequences WHERE sequence_name = $1",
+				   minor >= 2 ? "stripes::int8, stripe::int8" : "1::int8, 0::int8",
+				   schema);
+	if (latest)
+	{
+		SPIPlanPtr	plan = spi_plan_get(sql, 1, types);
+		int			rc;
+
+		if (plan == NULL && (plan = SPI_prepare(sql, 1, types)) == NULL)
+			elog(ERROR, "distseq: SPI_prepare failed (%d): %s", SPI_result, sql);
+		rc = SPI_execute_snapshot(plan, values, NULL, GetLatestSnapshot(),
+								  InvalidSnapshot, true, false, 0);
+		if (rc != SPI_OK_SELECT)
+			elog(ERROR, "distseq: SPI_execute_snapshot failed (%d): %s", rc, sql);
+		found = SPI_processed == 1;
+	}
+	else
+		found = distseq_spi_exec(sql, 1, types, values, SPI_OK_SELECT) == 1;
 	if (found)
 	{
 		def->relid = (Oid) distseq_spi_int8(0, 1);
@@ -439,6 +456,24 @@ distseq_catalog_lookup(const char *name, DistseqDef *def)
 	}
 	catalog_leave(&cxt);
 	return found;
+}
+
+bool
+distseq_catalog_lookup(const char *name, DistseqDef *def)
+{
+	return catalog_lookup(name, def, false);
+}
+
+/*
+ * The definition a session draws by: as of now, whatever the snapshot of a
+ * repeatable read transaction shows.  distseq_setval() gives a sequence a
+ * new generation without a new relation, so a snapshot taken before it
+ * committed shows the old one, whose blocks and pools were given up.
+ */
+bool
+distseq_catalog_lookup_latest(const char *name, DistseqDef *def)
+{
+	return catalog_lookup(name, def, true);
 }
 
 /* The end of the highest window of sequence $1, by index */

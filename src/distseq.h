@@ -432,6 +432,7 @@ extern TimeLineID distseq_timeline(void);
 extern void distseq_check_primary(const char *funcname);
 extern void distseq_check_writable(const char *funcname);
 extern bool distseq_catalog_lookup(const char *name, DistseqDef *def);
+extern bool distseq_catalog_lookup_latest(const char *name, DistseqDef *def);
 extern void distseq_catalog_create(const char *name, Oid owner,
 								   int32 block_size, int64 window_size,
 								   int64 start_value, int64 max_value,

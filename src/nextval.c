@@ -536,7 +536,12 @@ local_prepare(LocalSeq *ls, AclMode mode)
 		{
 			DistseqDef	def;
 
-			if (!distseq_catalog_lookup(ls->name, &def))
+			/*
+			 * As of now, not as of a repeatable read snapshot: one taken
+			 * before a distseq_setval() committed shows the generation it
+			 * gave up, whose entry we would set up again.
+			 */
+			if (!distseq_catalog_lookup_latest(ls->name, &def))
 				local_not_found(ls);
 			if (def.relid == reset_relid && reset_lxid == DISTSEQ_MY_LXID)
 				ereport(ERROR,

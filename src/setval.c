@@ -700,8 +700,28 @@ change_peer(FunctionCallInfo fcinfo, const char *name, const SeqChange *c,
 	distseq_check_name(name);
 	distseq_spi_connect();
 	schema = distseq_catalog_schema();
-	if (apply)
-		(void) change_apply(schema, name, c);
+
+	/*
+	 * A member that does not have the sequence yet keeps a setval's floor as
+	 * its seed, the mark it starts from once an agent introduces the
+	 * sequence here: the agent may have read the marks before the floor was
+	 * raised.  Peers are not striped: the slot above the value is value + 1
+	 * (the caller checked the value against max_value, which is below the
+	 * end).  An alter leaves no such note: a member without the sequence
+	 * takes its parameters from the node that introduces it.
+	 */
+	if (apply && !change_apply(schema, name, c) && !c->alter)
+	{
+		Oid			types[2] = {TEXTOID, INT8OID};
+		Datum		values[2] = {PG_GETARG_DATUM(0),
+		Int64GetDatum(c->value < PG_INT64_MAX ? c->value + 1 : c->value)};
+
+		distseq_spi_exec(psprintf("INSERT INTO %s.distseq_seed (sequence_name, hwm)"
+								  " VALUES ($1, $2) ON CONFLICT (sequence_name)"
+								  " DO UPDATE SET hwm = GREATEST(%s.distseq_seed.hwm, EXCLUDED.hwm)",
+								  schema, schema),
+						 2, types, values, SPI_OK_INSERT);
+	}
 	found = setval_read(schema, name, false, &s);
 	SPI_finish();
 	if (!found || !s.reserved_any)
