@@ -320,6 +320,7 @@ change_apply(const char *schema, const char *name, const SeqChange *c)
 	Oid			types[2] = {TEXTOID, INT8OID};
 	Datum		values[2];
 	uint64		gen;
+	Oid			locked;
 
 	if (!setval_read(schema, name, false, &s))
 		return false;
@@ -328,10 +329,23 @@ change_apply(const char *schema, const char *name, const SeqChange *c)
 	 * Wait for the transactions that use the sequence, before we hold its
 	 * row: one of them may be waiting for a refill that needs the row.
 	 */
-	LockRelationOid(s.relid, AccessExclusiveLock);
-	distseq_inuse_wait(s.relid);
+	locked = s.relid;
+	LockRelationOid(locked, AccessExclusiveLock);
+	distseq_inuse_wait(locked);
 	if (!setval_read(schema, name, true, &s))
 		return false;
+
+	/*
+	 * Dropped and created again while we waited for the lock: nobody waited
+	 * for the users of the new one, which may be drawing from blocks that
+	 * the change would leave below its floor or above its maximum.
+	 */
+	if (s.relid != locked)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("distseq sequence \"%s\" was dropped and created again during %s",
+						name, c->fn),
+				 errhint("Run %s again.", c->fn)));
 
 	/*
 	 * A floor is not refused for what was reserved since the caller checked
