@@ -146,7 +146,17 @@ END $$;
 SELECT distseq_alter('al_tx3', block_size => 20);
 SELECT distseq_nextval('al_tx3') AS after_alter;
 
+-- drawing after it in the same transaction is refused, as after setval
+SELECT distseq_create('al_p', block_size => 10);
+SELECT distseq_nextval('al_p');
+DO $$
+BEGIN
+	PERFORM distseq_alter('al_p', block_size => 5);
+	PERFORM distseq_nextval('al_p');
+END $$;
+SELECT distseq_nextval('al_p') AS next_after;
+
 SELECT distseq_drop('al'), distseq_drop('al_low'), distseq_drop('al_striped'),
 	   distseq_drop('al_striped2'),
-	   distseq_drop('al_tx3');
+	   distseq_drop('al_tx3'), distseq_drop('al_p');
 DROP ROLE regress_ds_al;
