@@ -119,6 +119,44 @@ SET default_transaction_read_only = on;
 SELECT distseq_alter('al', block_size => 7);
 RESET default_transaction_read_only;
 
+-- a sequence created in the same transaction (here in a DO block, which is
+-- not a transaction block): its first values come from the creating
+-- transaction's counter, recorded at commit under the generation it was
+-- created with; a change would give it a new one and lose that record, so
+-- that the values drawn would come again (a later session drew 1 again).
+-- Refused, for setval as for alter: the block rolls back, creation and all.
+DO $$
+BEGIN
+	PERFORM distseq_create('al_tx', block_size => 10);
+	PERFORM distseq_nextval('al_tx') FROM generate_series(1, 5);
+	PERFORM distseq_alter('al_tx', block_size => 20);
+END $$;
+DO $$
+BEGIN
+	PERFORM distseq_create('al_tx2', block_size => 10);
+	PERFORM distseq_nextval('al_tx2') FROM generate_series(1, 5);
+	PERFORM distseq_setval('al_tx2', 3);
+END $$;
+DO $$
+BEGIN
+	PERFORM distseq_create('al_tx3', block_size => 10);
+	PERFORM distseq_nextval('al_tx3') FROM generate_series(1, 5);
+END $$;
+-- committed: it may be changed now, and nothing drawn comes again
+SELECT distseq_alter('al_tx3', block_size => 20);
+SELECT distseq_nextval('al_tx3') AS after_alter;
+
+-- drawing after it in the same transaction is refused, as after setval
+SELECT distseq_create('al_p', block_size => 10);
+SELECT distseq_nextval('al_p');
+DO $$
+BEGIN
+	PERFORM distseq_alter('al_p', block_size => 5);
+	PERFORM distseq_nextval('al_p');
+END $$;
+SELECT distseq_nextval('al_p') AS next_after;
+
 SELECT distseq_drop('al'), distseq_drop('al_low'), distseq_drop('al_striped'),
-	   distseq_drop('al_striped2');
+	   distseq_drop('al_striped2'),
+	   distseq_drop('al_tx3'), distseq_drop('al_p');
 DROP ROLE regress_ds_al;

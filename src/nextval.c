@@ -546,9 +546,9 @@ local_prepare(LocalSeq *ls, AclMode mode)
 			if (def.relid == reset_relid && reset_lxid == DISTSEQ_MY_LXID)
 				ereport(ERROR,
 						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-						 errmsg("cannot use distseq sequence \"%s\" in the transaction that set its value",
+						 errmsg("cannot use distseq sequence \"%s\" in the transaction that changed it",
 								ls->name),
-						 errhint("Use it once distseq_setval() has committed.")));
+						 errhint("Use it once distseq_setval() or distseq_alter() has committed.")));
 			/* a new generation of the same relation: setval, currval stays */
 			if (ls->last_gen != 0 && ls->last_gen == ls->gen &&
 				def.relid == ls->relid)

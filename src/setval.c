@@ -564,6 +564,20 @@ change_run(const char *name, SeqChange *c)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("distseq sequence \"%s\" does not exist", name)));
+
+	/*
+	 * A function or DO block is no transaction block: the sequence may have
+	 * been created by this very transaction.  Its first values come from
+	 * the creation's counter, recorded at commit under the generation it
+	 * was created with (increate.c): a new one would lose that record, and
+	 * they would come again.
+	 */
+	if (distseq_created_here(s.relid, s.gen))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("distseq sequence \"%s\" was created by the current transaction", name),
+				 errdetail("%s changes only a sequence whose creation has committed.", c->fn),
+				 errhint("Commit the transaction that created the sequence first.")));
 	if (c->alter)
 	{
 		/* as ALTER SEQUENCE on the backing sequence */
