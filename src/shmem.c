@@ -119,6 +119,7 @@ distseq_shmem_startup(void)
 
 			seq->lock = &locks[1 + i].lock;
 			pg_atomic_init_u64(&seq->gen, 0);
+			pg_atomic_init_u64(&seq->stream, 0);
 			pg_atomic_init_u32(&seq->drop_state, 0);
 			pg_atomic_init_u32(&seq->drops, 0);
 			ConditionVariableInit(&seq->cv);
@@ -188,7 +189,8 @@ distseq_seq_find(Oid dboid, Oid relid, uint64 gen)
 
 /*
  * Free an entry.  Caller holds Distseq->lock exclusively.  Whatever its pool
- * still holds is given up (reserved in the catalog, never handed out).
+ * and stream still hold is given up (reserved in the catalog, never handed
+ * out).
  */
 static void
 seq_free_locked(DistseqSeq *seq)
@@ -197,6 +199,8 @@ seq_free_locked(DistseqSeq *seq)
 	pg_atomic_write_u64(&seq->gen, 0);
 	seq->dboid = InvalidOid;
 	seq->relid = InvalidOid;
+	seq->incarnation++;
+	(void) distseq_pool_close(seq);
 	LWLockRelease(seq->lock);
 	/* wake anybody waiting on it, they will notice it is gone */
 	ConditionVariableBroadcast(&seq->cv);
@@ -240,6 +244,10 @@ seq_setup_locked(DistseqSeq *seq, Oid relid, uint64 gen, const char *name,
 	seq->max_value = def->max_value;
 	seq->stripes = def->stripes;
 	seq->stripe = def->stripe;
+	seq->incarnation++;
+	/* a parked or freed entry's stream is closed already: nothing is lost */
+	(void) distseq_pool_close(seq);
+	seq->stream_last = PG_INT64_MIN;
 	seq->cur.lo = seq->cur.hi = 0;
 	seq->pre.lo = seq->pre.hi = 0;
 	seq->nfrags = 0;
@@ -266,14 +274,14 @@ seq_setup_locked(DistseqSeq *seq, Oid relid, uint64 gen, const char *name,
 }
 
 /*
- * Does a backend still use the entry that carries generation gen: hold a
- * block of it with values left, or run a transaction that used it without
- * a lock (inuse.c), which a drop of its relation must find?  Caller holds
- * seq->lock, so no block of it is being cut.  Blocks and marks are read
+ * Does a backend still use the entry: run a transaction that used it without
+ * a lock (inuse.c), which a drop of its relation must find?  Marks are read
  * without their owners' help: a stale one only makes the entry look busier.
+ * No backend holds values of its own: what the stream has left goes back
+ * with the pool, and a backend that draws again finds the entry changed.
  */
 bool
-distseq_seq_held(DistseqSeq *seq, uint64 gen)
+distseq_seq_held(DistseqSeq *seq)
 {
 	int			i = seq_index(seq);
 
@@ -284,8 +292,6 @@ distseq_seq_held(DistseqSeq *seq, uint64 gen)
 
 		if (Distseq->backends[b].dboid != seq->dboid)
 			continue;
-		if (blk->gen == gen && blk->relid == seq->relid && blk->next < blk->end)
-			return true;
 		lxid = blk->user_xact;
 		if (LocalTransactionIdIsValid(lxid) && lxid == distseq_slot_lxid(b))
 			return true;
@@ -313,7 +319,7 @@ seq_take_parked(DistseqSeq *seq)
 		return false;
 	pg_atomic_write_u64(&seq->gen, 0);
 	pg_memory_barrier();
-	if (distseq_seq_held(seq, gen))
+	if (distseq_seq_held(seq))
 	{
 		pg_atomic_write_u64(&seq->gen, gen);
 		return false;
@@ -409,7 +415,7 @@ seq_take_locked(Oid *ask, bool more)
 		else if (gen != 0 && !seq->refill_pending &&
 				 pg_atomic_read_u32(&seq->drop_state) == 0 &&
 				 (idle == NULL || seq->last_used < idle->last_used) &&
-				 !distseq_seq_held(seq, gen))
+				 !distseq_seq_held(seq))
 			idle = seq;
 		LWLockRelease(seq->lock);
 	}
@@ -431,13 +437,18 @@ seq_take_locked(Oid *ask, bool more)
  */
 DistseqSeq *
 distseq_seq_attach(Oid relid, uint64 gen, const char *name,
-				   const DistseqDef *def)
+				   const DistseqDef *def, uint64 *incarnation)
 {
 	DistseqSeq *seq;
 	TimestampTz start = 0;
 	bool		sleeping = false;
 
-	seq = distseq_seq_find(MyDatabaseId, relid, gen);
+	/* the incarnation is read under the lock that its changes take */
+	LWLockAcquire(Distseq->lock, LW_SHARED);
+	seq = seq_find_locked(MyDatabaseId, relid, gen);
+	if (seq)
+		*incarnation = seq->incarnation;
+	LWLockRelease(Distseq->lock);
 	if (seq)
 		return seq;
 
@@ -450,6 +461,7 @@ distseq_seq_attach(Oid relid, uint64 gen, const char *name,
 		seq = seq_find_locked(MyDatabaseId, relid, gen);
 		if (seq)
 		{
+			*incarnation = seq->incarnation;
 			LWLockRelease(Distseq->lock);
 			break;
 		}
@@ -458,6 +470,7 @@ distseq_seq_attach(Oid relid, uint64 gen, const char *name,
 		if (seq)
 		{
 			seq_setup_locked(seq, relid, gen, name, def);
+			*incarnation = seq->incarnation;
 			LWLockRelease(seq->lock);
 			LWLockRelease(Distseq->lock);
 			break;
@@ -550,30 +563,19 @@ my_slot(void)
 	return DISTSEQ_MY_SLOT;
 }
 
-/* Give back the unused rest of every block this backend holds. */
+/* The backend exits: its slot is free for the next one */
 static void
 distseq_backend_detach(int code, Datum arg)
 {
 	int			slot = my_slot();
 
-	for (int i = 0; i < distseq_max_sequences; i++)
-	{
-		DistseqBlock *blk = &Distseq->blocks[slot * distseq_max_sequences + i];
-		DistseqSeq *seq = &Distseq->seqs[i];
-
-		if (blk->gen == 0)
-			continue;
-		distseq_pool_return_block(seq, blk);
-		blk->gen = 0;
-	}
 	Distseq->backends[slot].pid = 0;
 	Distseq->backends[slot].dboid = InvalidOid;
 }
 
 /*
- * Claim this backend's slot on first use.  A slot left behind by an earlier
- * process with the same backend id is emptied: it gave its blocks back when
- * it exited, and a crash reinitializes shared memory.
+ * Claim this backend's slot on first use.  Marks left behind by an earlier
+ * process with the same backend id are cleared.
  */
 void
 distseq_backend_attach(void)
@@ -584,11 +586,8 @@ distseq_backend_attach(void)
 		return;
 	slot = my_slot();
 	for (int i = 0; i < distseq_max_sequences; i++)
-	{
-		Distseq->blocks[slot * distseq_max_sequences + i].gen = 0;
 		Distseq->blocks[slot * distseq_max_sequences + i].user_xact =
 			InvalidLocalTransactionId;
-	}
 	Distseq->backends[slot].dboid = MyDatabaseId;
 	Distseq->backends[slot].pid = MyProcPid;
 	/* before any block of ours says we use a sequence (inuse.c) */

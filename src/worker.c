@@ -1635,7 +1635,7 @@ worker_write_back(bool all)
 	for (int i = 0; i < distseq_max_sequences; i++)
 	{
 		DistseqSeq *seq = &Distseq->seqs[i];
-		DistseqRange ranges[DISTSEQ_MAX_FRAGMENTS + 2];
+		DistseqRange ranges[DISTSEQ_POOL_MAX_RANGES];
 		int			nranges = 0;
 		Oid			relid;
 		uint64		gen;
@@ -1660,7 +1660,7 @@ worker_write_back(bool all)
 		seq->park_requested = false;
 		park = !seq->refill_pending &&
 			pg_atomic_read_u32(&seq->drop_state) == 0 &&
-			!distseq_seq_held(seq, gen);
+			!distseq_seq_held(seq);
 		accounted = seq->accounted;
 		if (accounted)
 		{
