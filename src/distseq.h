@@ -173,7 +173,7 @@ typedef struct DistseqSeq
 	bool		accounted;		/* crash losses counted since start */
 	uint8		park_state;		/* DISTSEQ_PARK_*, see shmem.c */
 	bool		park_requested; /* another sequence wants the entry */
-	uint64		last_used;		/* Distseq->clock at the last block cut */
+	uint64		last_used;		/* Distseq->clock at the last chunk cut */
 	uint32		failures;		/* refills that failed, ever */
 
 	/*
@@ -185,7 +185,7 @@ typedef struct DistseqSeq
 	char		last_detail[512];
 
 	/*
-	 * Totals since the sequence was created: values in backends' blocks or
+	 * Totals since the sequence was created: values in the stream's chunk or
 	 * handed out, and values given up.  -1 until the worker has read them
 	 * from the catalog on the first refill.
 	 */
@@ -209,7 +209,7 @@ distseq_seq_is(DistseqSeq *seq, Oid dboid, Oid relid, uint64 gen)
 
 /*
  * park_state: an entry is parked once its worker wrote its pool and totals
- * back to the catalog while no backend held a block of it; any database may
+ * back to the catalog while no transaction marked it; any database may
  * then take it.  Any use makes it active again.
  */
 #define DISTSEQ_PARK_ACTIVE		0
@@ -221,7 +221,7 @@ distseq_seq_is(DistseqSeq *seq, Oid dboid, Oid relid, uint64 gen)
  * and the pid of the dropper above it, so that a dropper clears only a state
  * that is still its own
  */
-#define DISTSEQ_DROP_SCANNING	1	/* reading the blocks' user_xact */
+#define DISTSEQ_DROP_SCANNING	1	/* reading the marks' user_xact */
 #define DISTSEQ_DROP_SCANNED	2	/* waiting for the ones it copied */
 #define DISTSEQ_DROP_PHASE(state)	((state) & 3)
 #define DISTSEQ_DROP_STATE(phase, pid)	((phase) | ((uint32) (pid) << 2))
@@ -238,7 +238,7 @@ typedef struct DistseqDef
 } DistseqDef;
 
 /*
- * Windows, pools and blocks count slots, not values: slot s is the value
+ * Windows, pools and chunks count slots, not values: slot s is the value
  * s * stripes + stripe.  A sequence that is not striped has one stripe, and
  * slots are values.
  */
@@ -316,7 +316,7 @@ typedef struct DistseqDbWorker
 typedef struct DistseqShared
 {
 	LWLock	   *lock;
-	pg_atomic_uint64 clock;		/* ticks at every block cut: LRU order */
+	pg_atomic_uint64 clock;		/* ticks at every chunk cut: LRU order */
 	ConditionVariable entry_cv; /* broadcast when an entry is parked */
 	DistseqDbWorker *workers;	/* max_sequences of them */
 	DistseqSeq *seqs;			/* max_sequences of them */
@@ -355,7 +355,6 @@ extern void distseq_seq_forget(Oid relid);
 extern void distseq_forget_database(Oid dboid);
 extern void distseq_backend_attach(void);
 extern DistseqBlock *distseq_my_block(DistseqSeq *seq);
-extern int	distseq_attached_backends(Oid dboid);
 extern bool distseq_seq_held(DistseqSeq *seq);
 extern char *distseq_database_name(Oid dboid);
 

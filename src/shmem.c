@@ -2,7 +2,7 @@
  *
  * shmem.c
  *	  The shared-memory layout of distseq: sizing and set-up, the table of
- *	  sequence entries, and each backend's block slots.
+ *	  sequence entries, and each backend's slots of marks.
  *
  * The layout and its locking rules are described in distseq.h.  Entries
  * are found by a linear scan under the global lock; that happens once per
@@ -14,10 +14,9 @@
  * that no backend uses is asked for: its database's worker writes its pool
  * and totals back and parks it (worker.c), and the asking backend takes it
  * over.  Only a parked entry changes database, so no value is ever in two
- * places: the catalog has the pool back before the entry is reused, and a
- * block rest goes back only to the entry of its database, relation and
- * generation (pool.c).  Sessions that cached the entry see its new
- * identity and attach again (nextval.c).
+ * places: the catalog has the pool back, and the stream is closed, before
+ * the entry is reused.  Sessions that cached the entry see its new identity
+ * (its incarnation, pool.c) and attach again (nextval.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -210,9 +209,8 @@ seq_free_locked(DistseqSeq *seq)
  * The sequence of relation relid, in our database, takes a new generation
  * (setval.c): the caller holds AccessExclusiveLock on the relation and has
  * waited for every transaction that used it without a lock.  Free its
- * entries, as those of a dropped relation are: the backends' blocks of the
- * old generation would keep them from being taken over, though they will
- * never be drawn from again.  What their pools and blocks hold is given up.
+ * entries, as those of a dropped relation are: they will never be drawn
+ * from again.  What their pools and streams hold is given up.
  */
 void
 distseq_seq_forget(Oid relid)
@@ -486,9 +484,9 @@ distseq_seq_attach(Oid relid, uint64 gen, const char *name,
 			ereport(ERROR,
 					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 					 errmsg("too many distseq sequences in use"),
-					 errdetail("Sequence \"%s\" of database \"%s\" needs an entry, and sessions hold blocks of the sequences in all %d (distseq.max_sequences).",
+					 errdetail("Sequence \"%s\" of database \"%s\" needs an entry, and transactions are using the sequences in all %d (distseq.max_sequences).",
 							   name, dbname, distseq_max_sequences),
-					 errhint("Increase distseq.max_sequences and restart the server, or end sessions that hold blocks of sequences they no longer use.")));
+					 errhint("Increase distseq.max_sequences and restart the server, or use fewer sequences in one transaction.")));
 		}
 		distseq_worker_wake(ask);
 
@@ -538,8 +536,8 @@ distseq_database_name(Oid dboid)
 
 /*
  * Forget every entry of a database whose drop has committed (worker.c).
- * Nobody is connected to it any more, so no block of its entries is left:
- * what the pools hold goes with the catalog.
+ * Nobody is connected to it any more: what the pools hold goes with the
+ * catalog.
  */
 void
 distseq_forget_database(Oid dboid)
@@ -590,7 +588,7 @@ distseq_backend_attach(void)
 			InvalidLocalTransactionId;
 	Distseq->backends[slot].dboid = MyDatabaseId;
 	Distseq->backends[slot].pid = MyProcPid;
-	/* before any block of ours says we use a sequence (inuse.c) */
+	/* before any mark of ours says we use a sequence (inuse.c) */
 	pg_write_barrier();
 	before_shmem_exit(distseq_backend_detach, 0);
 	backend_attached = true;
@@ -600,20 +598,4 @@ DistseqBlock *
 distseq_my_block(DistseqSeq *seq)
 {
 	return &Distseq->blocks[my_slot() * distseq_max_sequences + seq_index(seq)];
-}
-
-/* How many backends other than this one use distseq in a database */
-int
-distseq_attached_backends(Oid dboid)
-{
-	int			n = 0;
-
-	for (int b = 0; b < MaxBackends; b++)
-	{
-		DistseqBackend *be = &Distseq->backends[b];
-
-		if (be->pid != 0 && be->pid != MyProcPid && be->dboid == dboid)
-			n++;
-	}
-	return n;
 }
