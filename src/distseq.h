@@ -11,7 +11,7 @@
  *	- an array of distseq.max_sequences DistseqSeq entries, one per sequence
  *	  in use anywhere in the cluster, each with its own pool and LWLock;
  *	  an idle one is taken over by another sequence when none is free;
- *	- an array of MaxBackends x distseq.max_sequences DistseqBlock slots:
+ *	- an array of MaxBackends x distseq.max_sequences DistseqMarks slots:
  *	  a backend's marks on the sequence at that entry index, which make a
  *	  DROP wait for it (inuse.c).
  *
@@ -25,7 +25,7 @@
  *	- DistseqSeq->lock guards that entry's pool, refill state and counters,
  *	  and the installing of a chunk into its stream; values are drawn from
  *	  the stream without any lock (pool.c).
- *	- A DistseqBlock is written only by the backend that owns the slot, and
+ *	- A DistseqMarks is written only by the backend that owns the slot, and
  *	  without any lock; others may read it, racily.  The one exception is
  *	  waited_xact, written by a DROP (inuse.c).
  *
@@ -256,12 +256,12 @@ extern int64 distseq_room(int64 top, int64 last, int64 size);
  * A backend's marks on one entry: the handshake with DROP described in
  * inuse.c.
  */
-typedef struct DistseqBlock
+typedef struct DistseqMarks
 {
 	LocalTransactionId user_xact;	/* last transaction of ours using it
 									 * without a lock */
 	LocalTransactionId waited_xact; /* ... that a dropper waits for */
-} DistseqBlock;
+} DistseqMarks;
 
 /* A backend that uses distseq */
 typedef struct DistseqBackend
@@ -321,7 +321,7 @@ typedef struct DistseqShared
 	DistseqDbWorker *workers;	/* max_sequences of them */
 	DistseqSeq *seqs;			/* max_sequences of them */
 	DistseqBackend *backends;	/* MaxBackends of them */
-	DistseqBlock *blocks;		/* MaxBackends * max_sequences of them */
+	DistseqMarks *marks;		/* MaxBackends * max_sequences of them */
 } DistseqShared;
 
 /* src/distseq.c */
@@ -354,15 +354,15 @@ extern DistseqSeq *distseq_seq_find(Oid dboid, Oid relid, uint64 gen);
 extern void distseq_seq_forget(Oid relid);
 extern void distseq_forget_database(Oid dboid);
 extern void distseq_backend_attach(void);
-extern DistseqBlock *distseq_my_block(DistseqSeq *seq);
+extern DistseqMarks *distseq_my_marks(DistseqSeq *seq);
 extern bool distseq_seq_held(DistseqSeq *seq);
 extern char *distseq_database_name(Oid dboid);
 
 /* src/inuse.c */
 extern void distseq_inuse_init(void);
-extern bool distseq_use_unlocked(DistseqSeq *seq, DistseqBlock *blk,
+extern bool distseq_use_unlocked(DistseqSeq *seq, DistseqMarks *marks,
 								 Oid relid, uint64 gen, uint32 *drops_seen);
-extern bool distseq_used_unlocked(DistseqBlock *blk);
+extern bool distseq_used_unlocked(DistseqMarks *marks);
 extern uint32 distseq_drops(DistseqSeq *seq);
 extern void distseq_drop_state_clear(DistseqSeq *seq, Oid relid, uint64 gen);
 extern void distseq_inuse_wait(Oid relid);

@@ -89,7 +89,7 @@ struct LocalSeq
 	DistseqDef	def;
 	DistseqSeq *seq;			/* the entry, unless creating */
 	uint64		incarnation;	/* ... the incarnation of it we attached */
-	DistseqBlock *marks;		/* this backend's marks on it (inuse.c) */
+	DistseqMarks *marks;		/* this backend's marks on it (inuse.c) */
 	DistseqStreamCache stream;	/* the chunk we drew from last, if this
 								 * transaction did */
 	uint32		drops_seen;		/* ended drops of seq our relcache knows */
@@ -676,7 +676,7 @@ nextval_setup(FunctionCallInfo fcinfo)
 				ls->seq = distseq_seq_attach(ls->relid, ls->gen, ls->name,
 											 &ls->def, &ls->incarnation);
 				distseq_backend_attach();
-				ls->marks = distseq_my_block(ls->seq);
+				ls->marks = distseq_my_marks(ls->seq);
 				local_locked(ls);
 			}
 		}
@@ -717,7 +717,7 @@ local_reattach(LocalSeq *ls)
 						ls->name)));
 	ls->seq = distseq_seq_attach(ls->relid, ls->gen, ls->name, &ls->def,
 								 &ls->incarnation);
-	ls->marks = distseq_my_block(ls->seq);
+	ls->marks = distseq_my_marks(ls->seq);
 	local_locked(ls);
 }
 

@@ -57,7 +57,7 @@ distseq_shmem_size(void)
 	size = add_size(size, MAXALIGN(mul_size(MaxBackends,
 											sizeof(DistseqBackend))));
 	size = add_size(size, mul_size(mul_size(MaxBackends, distseq_max_sequences),
-								   sizeof(DistseqBlock)));
+								   sizeof(DistseqMarks)));
 	return size;
 }
 
@@ -93,7 +93,7 @@ distseq_shmem_startup(void)
 	ptr += MAXALIGN(mul_size(distseq_max_sequences, sizeof(DistseqSeq)));
 	Distseq->backends = (DistseqBackend *) ptr;
 	ptr += MAXALIGN(mul_size(MaxBackends, sizeof(DistseqBackend)));
-	Distseq->blocks = (DistseqBlock *) ptr;
+	Distseq->marks = (DistseqMarks *) ptr;
 
 	if (!found)
 	{
@@ -104,9 +104,9 @@ distseq_shmem_startup(void)
 		memset(Distseq->seqs, 0,
 			   mul_size(distseq_max_sequences, sizeof(DistseqSeq)));
 		memset(Distseq->backends, 0, mul_size(MaxBackends, sizeof(DistseqBackend)));
-		memset(Distseq->blocks, 0,
+		memset(Distseq->marks, 0,
 			   mul_size(mul_size(MaxBackends, distseq_max_sequences),
-						sizeof(DistseqBlock)));
+						sizeof(DistseqMarks)));
 		Distseq->lock = &locks[0].lock;
 		pg_atomic_init_u64(&Distseq->clock, 1);
 		ConditionVariableInit(&Distseq->entry_cv);
@@ -285,12 +285,12 @@ distseq_seq_held(DistseqSeq *seq)
 
 	for (int b = 0; b < MaxBackends; b++)
 	{
-		DistseqBlock *blk = &Distseq->blocks[b * distseq_max_sequences + i];
+		DistseqMarks *marks = &Distseq->marks[b * distseq_max_sequences + i];
 		LocalTransactionId lxid;
 
 		if (Distseq->backends[b].dboid != seq->dboid)
 			continue;
-		lxid = blk->user_xact;
+		lxid = marks->user_xact;
 		if (LocalTransactionIdIsValid(lxid) && lxid == distseq_slot_lxid(b))
 			return true;
 	}
@@ -584,7 +584,7 @@ distseq_backend_attach(void)
 		return;
 	slot = my_slot();
 	for (int i = 0; i < distseq_max_sequences; i++)
-		Distseq->blocks[slot * distseq_max_sequences + i].user_xact =
+		Distseq->marks[slot * distseq_max_sequences + i].user_xact =
 			InvalidLocalTransactionId;
 	Distseq->backends[slot].dboid = MyDatabaseId;
 	Distseq->backends[slot].pid = MyProcPid;
@@ -594,8 +594,8 @@ distseq_backend_attach(void)
 	backend_attached = true;
 }
 
-DistseqBlock *
-distseq_my_block(DistseqSeq *seq)
+DistseqMarks *
+distseq_my_marks(DistseqSeq *seq)
 {
-	return &Distseq->blocks[my_slot() * distseq_max_sequences + seq_index(seq)];
+	return &Distseq->marks[my_slot() * distseq_max_sequences + seq_index(seq)];
 }
