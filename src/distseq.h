@@ -100,30 +100,32 @@ typedef struct DistseqChunk
 
 /*
  * A backend's copy of the chunk it drew from last, good for as long as the
- * stream word carries its number; n = 0 when there is none.
+ * stream word carries its number: base is the word with that number and
+ * nothing drawn.  n = 0 when there is none.
  */
 typedef struct DistseqStreamCache
 {
 	pg_atomic_uint64 *stream;
-	uint64		number;
+	uint64		base;
 	int64		lo;
-	int64		n;
+	uint64		n;
 } DistseqStreamCache;
 
 /*
  * Draw the next slot of the cached chunk, if it is still the current one and
- * has one left.  A successful compare-and-swap proves that the stream word
- * carried the chunk's number throughout, so the copy is still good: a chunk
- * is replaced only by moving the word to a higher number.
+ * has one left.  The word minus base is the count drawn when the number is
+ * the chunk's, and at least 2^DISTSEQ_STREAM_SHIFT, more than any chunk
+ * holds, when it is a higher one.  A successful compare-and-swap proves that
+ * the word carried the chunk's number throughout, so the copy is still good:
+ * a chunk is replaced only by moving the word to a higher number.
  */
 static inline bool
 distseq_stream_draw(DistseqStreamCache *cache, int64 *slot)
 {
 	uint64		w = pg_atomic_read_u64(cache->stream);
-	uint64		drawn = w & DISTSEQ_STREAM_MASK;
+	uint64		drawn = w - cache->base;
 
-	if ((w >> DISTSEQ_STREAM_SHIFT) != cache->number ||
-		(int64) drawn >= cache->n ||
+	if (drawn >= cache->n ||
 		!pg_atomic_compare_exchange_u64(cache->stream, &w, w + 1))
 		return false;
 	*slot = cache->lo + (int64) drawn;

@@ -351,7 +351,7 @@ local_lookup(const char *name)
 		ls->incarnation = 0;
 		ls->marks = NULL;
 		ls->stream.stream = &no_stream;
-		ls->stream.number = 0;
+		ls->stream.base = 0;
 		ls->stream.lo = 0;
 		ls->stream.n = 0;
 		ls->drops_seen = 0;

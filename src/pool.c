@@ -378,9 +378,9 @@ distseq_pool_draw(DistseqSeq *seq, uint64 incarnation, int64 after,
 			if (!pg_atomic_compare_exchange_u64(&seq->stream, &w, w + 1))
 				continue;
 			cache->stream = &seq->stream;
-			cache->number = number;
+			cache->base = number << DISTSEQ_STREAM_SHIFT;
 			cache->lo = c.lo;
-			cache->n = c.n;
+			cache->n = (uint64) c.n;
 			*slot = c.lo + drawn;
 			return true;
 		}
