@@ -161,7 +161,8 @@ typedef struct DistseqSeq
 	DistseqChunk chunks[2];		/* by number % 2 */
 	uint64		incarnation;	/* bumped at every change of identity */
 	int64		stream_last;	/* last slot of the last chunk installed in
-								 * this incarnation, or PG_INT64_MIN */
+								 * this incarnation (below its rest once
+								 * closed), or PG_INT64_MIN */
 	DistseqRange cur;			/* chunks are cut from here first */
 	DistseqRange pre;			/* the prefetched segment */
 	int			nfrags;

@@ -188,13 +188,21 @@ pool_install(DistseqSeq *seq, DistseqRange chunk)
  * Close the stream: nothing is drawn from its chunk any more.  Returns what
  * was left of it, for the caller to keep or give back.  Caller holds
  * seq->lock.
+ *
+ * Every slot drawn in this incarnation lies below that rest, so the stream
+ * may go on from it: a rest given back to the catalog comes back first with
+ * the next refill, and must not be left below stream_last as a fragment,
+ * to go back and come back at every write-back, one more each time.
  */
 DistseqRange
 distseq_pool_close(DistseqSeq *seq)
 {
 	DistseqRange none = {0, 0};
+	DistseqRange rest = pool_install(seq, none);
 
-	return pool_install(seq, none);
+	if (RANGE_SIZE(rest) > 0)
+		seq->stream_last = rest.lo - 1;
+	return rest;
 }
 
 /* What is left of the stream's chunk, for the status views */
