@@ -179,8 +179,6 @@ pool_install(DistseqSeq *seq, DistseqRange chunk)
 	seq->issued += RANGE_SIZE(chunk) - RANGE_SIZE(rest);
 	if (RANGE_SIZE(chunk) > 0)
 		seq->stream_last = chunk.hi - 1;
-	else if (RANGE_SIZE(rest) > 0)
-		seq->stream_last = rest.lo - 1;	/* the rest may come back next */
 	return rest;
 }
 
