@@ -97,16 +97,8 @@ max_connections = 20
 autovacuum = off"
 
 bench_log "starting the server under callgrind in $work"
-as_pg valgrind --tool=callgrind --trace-children=yes \
-	--callgrind-out-file="$work/cg/cg.%p" \
-	"$PGBIN/postgres" -D "$work/data" > "$work/server.log" 2>&1 &
-vg_pid=$!
-for i in $(seq 1 600); do
-	as_pg "$PGBIN/pg_isready" -q -h "$work" -p $port && break
-	kill -0 $vg_pid 2>/dev/null || { cat "$work/server.log" >&2; exit 1; }
-	sleep 0.5
-done
-as_pg "$PGBIN/pg_isready" -q -h "$work" -p $port || { echo "server did not start" >&2; exit 1; }
+bench_cg_start data $port
+vg_pid=$bench_cg_pid
 
 as_pg "$PGBIN/createdb" -h "$work" -p $port bench
 {
@@ -118,28 +110,6 @@ CREATE SEQUENCE ns_nocache;
 SQL
 	bench_cfloor_sql
 } | psql_cg >/dev/null
-
-# total instructions of the process whose callgrind file is cg.<pid>, once it exited
-cg_total() {
-	local f="$work/cg/cg.$1" t=
-	for i in $(seq 1 600); do
-		if [ -f "$f" ]; then
-			t=$(awk '/^totals:/ { v = $2 } /^summary:/ { if (v == "") v = $2 } END { print v }' "$f")
-			[ -n "$t" ] && break
-		fi
-		sleep 0.5
-	done
-	[ -n "$t" ] || { echo "no callgrind totals for pid $1 in $f" >&2; exit 1; }
-	echo "$t"
-}
-
-# one fresh session: prints the instructions its backend executed in all
-session_total() {	# expr N
-	local pid
-	pid=$(psql_cg -At -c "SELECT pg_backend_pid()" \
-		-c "SELECT count($1) FROM generate_series(1, $2) g" | sed -n 1p)
-	cg_total "$pid"
-}
 
 # key|label|expr
 variants() {
@@ -180,7 +150,7 @@ xact_total() {	# key M
 	done
 	[ -n "$new" ] || { echo "no new cg file after pgbench" >&2; exit 1; }
 	for f in $new; do
-		t=$(cg_total "${f#cg.}")
+		t=$(bench_cg_total "${f#cg.}")
 		if [ -z "$best" ] || [ "$t" -gt "$best" ]; then best=$t; bestpid=${f#cg.}; fi
 	done
 	echo "$bestpid $best"
@@ -195,15 +165,15 @@ cg_distseq_fns() {	# pid
 # warm up: shared buffers, the refill worker, the first segments
 bench_log "warm-up sessions"
 while IFS='|' read -r key label expr; do
-	session_total "$expr" 2000 >/dev/null
+	bench_cg_session $port "$expr" 2000 >/dev/null
 done < <(variants)
 
 declare -A per_row
 if [ "$only" != xact ]; then
 	while IFS='|' read -r key label expr; do
 		bench_log "$label: N=$n1 and N=$n2"
-		a=$(session_total "$expr" "$n1")
-		b=$(session_total "$expr" "$n2")
+		a=$(bench_cg_session $port "$expr" "$n1")
+		b=$(bench_cg_session $port "$expr" "$n2")
 		per_row[$key]=$(awk -v a="$a" -v b="$b" -v n=$((n2 - n1)) 'BEGIN { printf "%.1f", (b - a) / n }')
 		echo "$key,$a,$b" >> "$work/totals.csv"
 	done < <(variants)
@@ -236,7 +206,7 @@ as_pg "$PGBIN/pg_ctl" -D "$work/data" -m fast -t 300 stop >/dev/null
 wtotal=
 wrefill=
 if [ -n "$wpid" ]; then
-	wtotal=$(cg_total "$wpid")
+	wtotal=$(bench_cg_total "$wpid")
 	# inclusive cost of the refills alone, without start-up: worker_refill(),
 	# or the catalog reservation it calls when the compiler inlined it
 	for fn in worker_refill distseq_catalog_reserve; do

@@ -188,6 +188,52 @@ END $$;
 SQL
 }
 
+# Callgrind (bench/callgrind.sh, bench/compare.sh).  bench_cg_start starts
+# the server in $work/$1 (made by bench_initdb, listening on port $2) under
+#   valgrind --tool=callgrind --trace-children=yes --callgrind-out-file=$work/cg/cg.%p
+# so that every backend writes its own file when it exits; sets bench_cg_pid
+# (valgrind's, for a clean-up that must kill it) and waits until it accepts
+# connections.  $work/cg must exist.
+bench_cg_start() {	# dir port
+	as_pg valgrind --tool=callgrind --trace-children=yes \
+		--callgrind-out-file="$work/cg/cg.%p" \
+		"$PGBIN/postgres" -D "$work/$1" > "$work/$1.log" 2>&1 &
+	bench_cg_pid=$!
+	local i
+	for i in $(seq 1 600); do
+		as_pg "$PGBIN/pg_isready" -q -h "$work" -p "$2" && return 0
+		kill -0 $bench_cg_pid 2>/dev/null || { cat "$work/$1.log" >&2; exit 1; }
+		sleep 0.5
+	done
+	echo "server did not start under callgrind" >&2
+	exit 1
+}
+
+# Total instructions of the process whose callgrind file is cg.<pid>, once
+# it exited (its file then has its totals line)
+bench_cg_total() {	# pid
+	local f="$work/cg/cg.$1" t= i
+	for i in $(seq 1 600); do
+		if [ -f "$f" ]; then
+			t=$(awk '/^totals:/ { v = $2 } /^summary:/ { if (v == "") v = $2 } END { print v }' "$f")
+			[ -n "$t" ] && break
+		fi
+		sleep 0.5
+	done
+	[ -n "$t" ] || { echo "no callgrind totals for pid $1 in $f" >&2; exit 1; }
+	echo "$t"
+}
+
+# Instructions of a fresh session's backend (database bench on port $1)
+# that ran SELECT count(expr) FROM generate_series(1, N) g, all included:
+# the per-row cost is the difference of two N over the difference of the N
+bench_cg_session() {	# port expr N
+	local pid
+	pid=$(as_pg "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$work" -p "$1" -d bench -At \
+		-c "SELECT pg_backend_pid()" -c "SELECT count($2) FROM generate_series(1, $3) g" | sed -n 1p)
+	bench_cg_total "$pid"
+}
+
 # p50 p99 p99.9 in ms of a file of latencies in microseconds, one a line
 bench_percentiles() {
 	sort -n "$1" | awk '{ v[NR] = $1 }

@@ -18,7 +18,7 @@ SELECT distseq_nextval('tickets'), distseq_nextval('tickets');
 SELECT sequence_name, backing_sequence, block_size, segment_size, pool_start, pool_end,
        open_windows, window_values_left, refills, values_issued, values_lost
 FROM distseq_status ORDER BY sequence_name;
-SELECT pid = pg_backend_pid() AS mine, sequence_name, block_next, block_end, values_left
+SELECT pid IS NULL AS shared, sequence_name, block_next, block_end, values_left
 FROM distseq_blocks ORDER BY sequence_name;
 SELECT * FROM distseq.distseq_windows ORDER BY sequence_name, window_start;
 

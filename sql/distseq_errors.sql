@@ -75,7 +75,9 @@ CREATE TABLE full_table (id smallint);
 INSERT INTO full_table VALUES (32767);
 SELECT distseq_create_for_column('full_table', 'id');
 
--- more sequences in use than shared memory holds (distseq.max_sequences)
+-- more sequences than shared memory holds (distseq.max_sequences), one after
+-- the other: no session holds values of its own, so the entries of those it
+-- used before are written back and taken over, and none is refused
 SELECT count(*) FROM generate_series(1, 25) g, LATERAL distseq_create('many_' || g);
 DO $$
 BEGIN

@@ -41,7 +41,7 @@ WHERE sequence_name NOT LIKE 'bounds_top%' ORDER BY sequence_name;
 \x off
 SELECT sequence_name, window_values_left, values_issued
 FROM status_after WHERE sequence_name LIKE 'bounds_top%' ORDER BY sequence_name;
-SELECT pid = pg_backend_pid() AS mine, sequence_name, block_next, block_end, values_left
+SELECT pid IS NULL AS shared, sequence_name, block_next, block_end, values_left
 FROM distseq_blocks WHERE sequence_name LIKE 'bounds%' ORDER BY sequence_name;
 
 -- the last values, then the end

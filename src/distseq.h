@@ -11,8 +11,9 @@
  *	- an array of distseq.max_sequences DistseqSeq entries, one per sequence
  *	  in use anywhere in the cluster, each with its own pool and LWLock;
  *	  an idle one is taken over by another sequence when none is free;
- *	- an array of MaxBackends x distseq.max_sequences DistseqBlock slots:
- *	  the block a backend draws from for the sequence at that entry index.
+ *	- an array of MaxBackends x distseq.max_sequences DistseqMarks slots:
+ *	  a backend's marks on the sequence at that entry index, which make a
+ *	  DROP wait for it (inuse.c).
  *
  * Locking rules (the global lock and the entry locks form one tranche named
  * "distseq"):
@@ -21,10 +22,12 @@
  *	  An entry changes identity under both locks: when it was free, when
  *	  its relation was dropped, or when it was parked (park_state) and no
  *	  backend uses it (shmem.c).
- *	- DistseqSeq->lock guards that entry's pool, refill state and counters.
- *	- A DistseqBlock is written only by the backend that owns the slot, and
- *	  without any lock; others may read it, racily, for the status views.
- *	  The one exception is waited_xact, written by a DROP (inuse.c).
+ *	- DistseqSeq->lock guards that entry's pool, refill state and counters,
+ *	  and the installing of a chunk into its stream; values are drawn from
+ *	  the stream without any lock (pool.c).
+ *	- A DistseqMarks is written only by the backend that owns the slot, and
+ *	  without any lock; others may read it, racily.  The one exception is
+ *	  waited_xact, written by a DROP (inuse.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -45,6 +48,8 @@
 
 #define DISTSEQ_TRANCHE			"distseq"
 #define DISTSEQ_MAX_FRAGMENTS	8
+/* what a pool holds at most: the stream's rest, cur, pre and fragments */
+#define DISTSEQ_POOL_MAX_RANGES	(DISTSEQ_MAX_FRAGMENTS + 3)
 
 /*
  * A segment -- what one refill reserves -- starts at this many blocks and
@@ -67,6 +72,67 @@ typedef struct DistseqRange
 #define RANGE_SIZE(r)	((r).hi - (r).lo)
 
 /*
+ * The stream of a sequence: every backend of the server draws from one
+ * chunk at a time, in order, so that concurrent inserts arrive nearly in
+ * order and fill index pages as a native sequence's do (pool.c).  The
+ * stream word holds the chunk's number above DISTSEQ_STREAM_SHIFT and the
+ * count of slots drawn from it below; a chunk holds at most
+ * DISTSEQ_STREAM_MAX_CHUNK slots.  Numbers only grow, over the life of the
+ * entry, whatever sequence it carries.
+ */
+#define DISTSEQ_STREAM_SHIFT		20
+#define DISTSEQ_STREAM_MASK			((UINT64CONST(1) << DISTSEQ_STREAM_SHIFT) - 1)
+#define DISTSEQ_STREAM_MAX_CHUNK	((int64) DISTSEQ_STREAM_MASK)
+
+/*
+ * A chunk of the stream: slots lo .. lo + n - 1, drawn while the stream
+ * word carries its number.  owner is the entry's incarnation it was
+ * installed for.  Two chunks are kept, by number % 2: the current one and
+ * the one before, which a reader may still be looking at.
+ */
+typedef struct DistseqChunk
+{
+	uint64		number;
+	uint64		owner;
+	int64		lo;
+	int64		n;
+} DistseqChunk;
+
+/*
+ * A backend's copy of the chunk it drew from last, good for as long as the
+ * stream word carries its number: base is the word with that number and
+ * nothing drawn.  n = 0 when there is none.
+ */
+typedef struct DistseqStreamCache
+{
+	pg_atomic_uint64 *stream;
+	uint64		base;
+	int64		lo;
+	uint64		n;
+} DistseqStreamCache;
+
+/*
+ * Draw the next slot of the cached chunk, if it is still the current one and
+ * has one left.  The word minus base is the count drawn when the number is
+ * the chunk's, and at least 2^DISTSEQ_STREAM_SHIFT, more than any chunk
+ * holds, when it is a higher one.  A successful compare-and-swap proves that
+ * the word carried the chunk's number throughout, so the copy is still good:
+ * a chunk is replaced only by moving the word to a higher number.
+ */
+static inline bool
+distseq_stream_draw(DistseqStreamCache *cache, int64 *slot)
+{
+	uint64		w = pg_atomic_read_u64(cache->stream);
+	uint64		drawn = w - cache->base;
+
+	if (drawn >= cache->n ||
+		!pg_atomic_compare_exchange_u64(cache->stream, &w, w + 1))
+		return false;
+	*slot = cache->lo + (int64) drawn;
+	return true;
+}
+
+/*
  * One sequence in use.  gen == 0 marks a free entry.  The identity of a
  * sequence is (dboid, relid, gen): the backing relation and a random
  * generation drawn when the sequence was created, so that a sequence
@@ -86,13 +152,22 @@ typedef struct DistseqSeq
 	int32		stripes;
 	int32		stripe;
 
+	/* the stream, drawn from without a lock (pool.c) */
+	pg_atomic_uint64 stream;
+
 	/* the rest is protected by lock */
 	LWLock	   *lock;
 	ConditionVariable cv;		/* broadcast when a refill ends */
-	DistseqRange cur;			/* blocks are cut from here first */
+	DistseqChunk chunks[2];		/* by number % 2 */
+	uint64		incarnation;	/* bumped at every change of identity */
+	int64		stream_last;	/* last slot of the last chunk installed in
+								 * this incarnation (below its rest once
+								 * closed), or PG_INT64_MIN */
+	DistseqRange cur;			/* chunks are cut from here first */
 	DistseqRange pre;			/* the prefetched segment */
 	int			nfrags;
-	DistseqRange frags[DISTSEQ_MAX_FRAGMENTS];	/* returned block rests */
+	DistseqRange frags[DISTSEQ_MAX_FRAGMENTS];	/* ranges left below the
+												 * stream */
 	int64		segment_size;
 	TimestampTz last_refill;	/* when the last refill was published */
 	double		rate;			/* values per second, smoothed over refills */
@@ -101,7 +176,7 @@ typedef struct DistseqSeq
 	bool		accounted;		/* crash losses counted since start */
 	uint8		park_state;		/* DISTSEQ_PARK_*, see shmem.c */
 	bool		park_requested; /* another sequence wants the entry */
-	uint64		last_used;		/* Distseq->clock at the last block cut */
+	uint64		last_used;		/* Distseq->clock at the last chunk cut */
 	uint32		failures;		/* refills that failed, ever */
 
 	/*
@@ -113,7 +188,7 @@ typedef struct DistseqSeq
 	char		last_detail[512];
 
 	/*
-	 * Totals since the sequence was created: values in backends' blocks or
+	 * Totals since the sequence was created: values in the stream's chunk or
 	 * handed out, and values given up.  -1 until the worker has read them
 	 * from the catalog on the first refill.
 	 */
@@ -137,7 +212,7 @@ distseq_seq_is(DistseqSeq *seq, Oid dboid, Oid relid, uint64 gen)
 
 /*
  * park_state: an entry is parked once its worker wrote its pool and totals
- * back to the catalog while no backend held a block of it; any database may
+ * back to the catalog while no transaction marked it; any database may
  * then take it.  Any use makes it active again.
  */
 #define DISTSEQ_PARK_ACTIVE		0
@@ -149,7 +224,7 @@ distseq_seq_is(DistseqSeq *seq, Oid dboid, Oid relid, uint64 gen)
  * and the pid of the dropper above it, so that a dropper clears only a state
  * that is still its own
  */
-#define DISTSEQ_DROP_SCANNING	1	/* reading the blocks' user_xact */
+#define DISTSEQ_DROP_SCANNING	1	/* reading the marks' user_xact */
 #define DISTSEQ_DROP_SCANNED	2	/* waiting for the ones it copied */
 #define DISTSEQ_DROP_PHASE(state)	((state) & 3)
 #define DISTSEQ_DROP_STATE(phase, pid)	((phase) | ((uint32) (pid) << 2))
@@ -166,7 +241,7 @@ typedef struct DistseqDef
 } DistseqDef;
 
 /*
- * Windows, pools and blocks count slots, not values: slot s is the value
+ * Windows, pools and chunks count slots, not values: slot s is the value
  * s * stripes + stripe.  A sequence that is not striped has one stripe, and
  * slots are values.
  */
@@ -181,20 +256,15 @@ extern int64 distseq_room(int64 top, int64 last, int64 size);
 #define DISTSEQ_MAX_OPEN_WINDOWS	1000
 
 /*
- * A backend's block for one sequence: slots next .. end - 1, cut from the
- * entry that carried identity (the backend's database, relid, gen).  user_xact
- * and waited_xact are the handshake with DROP described in inuse.c.
+ * A backend's marks on one entry: the handshake with DROP described in
+ * inuse.c.
  */
-typedef struct DistseqBlock
+typedef struct DistseqMarks
 {
-	uint64		gen;			/* sequence generation; 0 = empty */
-	int64		next;
-	int64		end;
-	Oid			relid;			/* the sequence's relation */
 	LocalTransactionId user_xact;	/* last transaction of ours using it
 									 * without a lock */
 	LocalTransactionId waited_xact; /* ... that a dropper waits for */
-} DistseqBlock;
+} DistseqMarks;
 
 /* A backend that uses distseq */
 typedef struct DistseqBackend
@@ -249,12 +319,12 @@ typedef struct DistseqDbWorker
 typedef struct DistseqShared
 {
 	LWLock	   *lock;
-	pg_atomic_uint64 clock;		/* ticks at every block cut: LRU order */
+	pg_atomic_uint64 clock;		/* ticks at every chunk cut: LRU order */
 	ConditionVariable entry_cv; /* broadcast when an entry is parked */
 	DistseqDbWorker *workers;	/* max_sequences of them */
 	DistseqSeq *seqs;			/* max_sequences of them */
 	DistseqBackend *backends;	/* MaxBackends of them */
-	DistseqBlock *blocks;		/* MaxBackends * max_sequences of them */
+	DistseqMarks *marks;		/* MaxBackends * max_sequences of them */
 } DistseqShared;
 
 /* src/distseq.c */
@@ -282,29 +352,29 @@ extern DistseqShared *Distseq;
 extern void distseq_shmem_init(void);
 extern void distseq_check_loaded(void);
 extern DistseqSeq *distseq_seq_attach(Oid relid, uint64 gen, const char *name,
-									  const DistseqDef *def);
+									  const DistseqDef *def, uint64 *incarnation);
 extern DistseqSeq *distseq_seq_find(Oid dboid, Oid relid, uint64 gen);
 extern void distseq_seq_forget(Oid relid);
 extern void distseq_forget_database(Oid dboid);
 extern void distseq_backend_attach(void);
-extern DistseqBlock *distseq_my_block(DistseqSeq *seq);
-extern int	distseq_attached_backends(Oid dboid);
-extern bool distseq_seq_held(DistseqSeq *seq, uint64 gen);
+extern DistseqMarks *distseq_my_marks(DistseqSeq *seq);
+extern bool distseq_seq_held(DistseqSeq *seq);
 extern char *distseq_database_name(Oid dboid);
 
 /* src/inuse.c */
 extern void distseq_inuse_init(void);
-extern bool distseq_use_unlocked(DistseqSeq *seq, DistseqBlock *blk,
+extern bool distseq_use_unlocked(DistseqSeq *seq, DistseqMarks *marks,
 								 Oid relid, uint64 gen, uint32 *drops_seen);
-extern bool distseq_used_unlocked(DistseqBlock *blk);
+extern bool distseq_used_unlocked(DistseqMarks *marks);
 extern uint32 distseq_drops(DistseqSeq *seq);
 extern void distseq_drop_state_clear(DistseqSeq *seq, Oid relid, uint64 gen);
 extern void distseq_inuse_wait(Oid relid);
 
 /* src/pool.c */
-extern bool distseq_pool_next_block(DistseqSeq *seq, Oid relid, uint64 gen,
-									int64 after, DistseqBlock *block);
-extern void distseq_pool_return_block(DistseqSeq *seq, DistseqBlock *block);
+extern bool distseq_pool_draw(DistseqSeq *seq, uint64 incarnation, int64 after,
+							  DistseqStreamCache *cache, int64 *slot);
+extern DistseqRange distseq_pool_stream_rest(DistseqSeq *seq);
+extern DistseqRange distseq_pool_close(DistseqSeq *seq);
 extern void distseq_pool_publish(DistseqSeq *seq, DistseqRange range);
 extern void distseq_pool_take_all(DistseqSeq *seq, DistseqRange *ranges,
 								  int *nranges);
@@ -470,9 +540,9 @@ extern void distseq_local_reset(Oid relid);
 extern void distseq_created_note(Oid relid, uint64 gen, int64 first, int64 last,
 								 bool local);
 extern bool distseq_created_here(Oid relid, uint64 gen);
-extern void distseq_created_block(const char *name, Oid relid, uint64 gen,
-								  int32 block_size, int64 max_value,
-								  DistseqBlock *block);
+extern DistseqRange distseq_created_block(const char *name, Oid relid,
+										  uint64 gen, int32 block_size,
+										  int64 max_value);
 
 
 #endif							/* DISTSEQ_H */

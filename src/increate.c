@@ -205,11 +205,12 @@ distseq_created_here(Oid relid, uint64 gen)
  * Cut a block of at most block_size slots for a sequence the current
  * transaction created, above every block cut for it before.
  */
-void
+DistseqRange
 distseq_created_block(const char *name, Oid relid, uint64 gen,
-					  int32 block_size, int64 max_value, DistseqBlock *block)
+					  int32 block_size, int64 max_value)
 {
 	Created    *c = created_find(relid, gen);
+	DistseqRange block;
 	int64		n;
 
 	if (c == NULL || recorded)
@@ -228,9 +229,8 @@ distseq_created_block(const char *name, Oid relid, uint64 gen,
 				(errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),
 				 errmsg("distseq_nextval: reached maximum value of sequence \"%s\" (" INT64_FORMAT ")",
 						name, max_value)));
-	block->next = c->next;
-	block->end = c->next + n;
-	block->relid = relid;
-	block->gen = gen;
+	block.lo = c->next;
+	block.hi = c->next + n;
 	c->next += n;
+	return block;
 }

@@ -10,11 +10,11 @@
  * one-statement transaction pays for nextval, so distseq_nextval replaces it,
  * once a backend has used a sequence, by a handshake in shared memory:
  *
- *	- the user writes its local transaction id into its block of the entry
+ *	- the user writes its local transaction id into its marks on the entry
  *	  (user_xact), then reads the entry's drop state;
  *	- the dropper, in the object access hook, while it holds the
  *	  AccessExclusiveLock, sets the drop state to SCANNING, then reads every
- *	  block's user_xact, copies each one it will wait for into waited_xact,
+ *	  backend's user_xact, copies each one it will wait for into waited_xact,
  *	  sets the state to SCANNED and waits for those transactions to end.
  *
  * Both sides write, issue a full barrier and read, so at least one of them
@@ -39,8 +39,8 @@
  * An entry is taken over by another sequence only while no running
  * transaction marks it (shmem.c clears the identity, then reads the marks:
  * the same handshake), so a dropper never misses a user that way either.
- * It reads only the blocks of backends of its own database (a backend's
- * database is set before its first block is used, with a write barrier):
+ * It reads only the marks of backends of its own database (a backend's
+ * database is set before its first mark is written, with a write barrier):
  * no drop waits for a transaction in another database.
  * The drop state goes back to 0 when the dropping (sub)transaction ends,
  * after its invalidations are sent, if it is still the dropper's own: it
@@ -57,7 +57,7 @@
  * (distseq_worker_drop_database): one hook, which every function call in
  * the server passes through.
  *
- * Locking: user_xact is written only by the block's owner, waited_xact and
+ * Locking: user_xact is written only by the marks' owner, waited_xact and
  * the drop state only by a dropper, which holds AccessExclusiveLock on the
  * relation (so there is one at a time), DistseqShared->lock in shared mode
  * while it scans (so the entry keeps its identity) and the entry's lock in
@@ -113,16 +113,16 @@ static void inuse_xact(XactEvent event, void *arg);
  * is known to reflect; invalidations are processed only when it moved.
  */
 bool
-distseq_use_unlocked(DistseqSeq *seq, DistseqBlock *blk, Oid relid,
+distseq_use_unlocked(DistseqSeq *seq, DistseqMarks *marks, Oid relid,
 					 uint64 gen, uint32 *drops_seen)
 {
 	LocalTransactionId lxid = DISTSEQ_MY_LXID;
 	uint32		state;
 	uint32		drops;
 
-	if (blk->user_xact != lxid)
+	if (marks->user_xact != lxid)
 	{
-		blk->user_xact = lxid;
+		marks->user_xact = lxid;
 		pg_memory_barrier();
 		state = pg_atomic_read_u32(&seq->drop_state);
 		while (DISTSEQ_DROP_PHASE(state) == DISTSEQ_DROP_SCANNING)
@@ -134,7 +134,7 @@ distseq_use_unlocked(DistseqSeq *seq, DistseqBlock *blk, Oid relid,
 		}
 		pg_read_barrier();
 		if (DISTSEQ_DROP_PHASE(state) == DISTSEQ_DROP_SCANNED &&
-			blk->waited_xact != lxid)
+			marks->waited_xact != lxid)
 		{
 			bool		waited;
 
@@ -145,9 +145,9 @@ distseq_use_unlocked(DistseqSeq *seq, DistseqBlock *blk, Oid relid,
 			 * before it.
 			 */
 			LWLockAcquire(seq->lock, LW_SHARED);
-			waited = (blk->waited_xact == lxid);
+			waited = (marks->waited_xact == lxid);
 			if (!waited)
-				blk->user_xact = InvalidLocalTransactionId;
+				marks->user_xact = InvalidLocalTransactionId;
 			LWLockRelease(seq->lock);
 			if (!waited)
 				return false;
@@ -169,7 +169,7 @@ distseq_use_unlocked(DistseqSeq *seq, DistseqBlock *blk, Oid relid,
 	pg_read_barrier();
 	if (!distseq_seq_is(seq, MyDatabaseId, relid, gen))
 	{
-		blk->user_xact = InvalidLocalTransactionId;
+		marks->user_xact = InvalidLocalTransactionId;
 		return false;
 	}
 	return true;
@@ -205,9 +205,9 @@ distseq_drop_state_clear(DistseqSeq *seq, Oid relid, uint64 gen)
 
 /* Has this transaction used the entry without a lock? */
 bool
-distseq_used_unlocked(DistseqBlock *blk)
+distseq_used_unlocked(DistseqMarks *marks)
 {
-	return blk->user_xact == DISTSEQ_MY_LXID;
+	return marks->user_xact == DISTSEQ_MY_LXID;
 }
 
 /*
@@ -278,8 +278,8 @@ distseq_inuse_wait(Oid relid)
 		pg_memory_barrier();
 		for (int b = 0; b < MaxBackends; b++)
 		{
-			DistseqBlock *blk = &Distseq->blocks[b * distseq_max_sequences + i];
-			LocalTransactionId lxid = blk->user_xact;
+			DistseqMarks *marks = &Distseq->marks[b * distseq_max_sequences + i];
+			LocalTransactionId lxid = marks->user_xact;
 
 			if (b == me || !LocalTransactionIdIsValid(lxid))
 				continue;
@@ -287,7 +287,7 @@ distseq_inuse_wait(Oid relid)
 			pg_read_barrier();
 			if (Distseq->backends[b].dboid != MyDatabaseId)
 				continue;
-			blk->waited_xact = lxid;
+			marks->waited_xact = lxid;
 			DISTSEQ_SET_VXID(waits[nwaits], b, lxid);
 			nwaits++;
 		}

@@ -11,8 +11,9 @@
  * the expression (PL/pgSQL evaluates a simple expression again and again
  * with new values of its variables), so it is compared on every call and a
  * different name is looked up, checked and attached like any other.  A call
- * served from the backend's block compares the block's generation with the
- * sequence's, increments, and returns: no lock, no lookup, no syscall.
+ * served from the chunk of the sequence's stream that this backend drew from
+ * last swaps one word in shared memory and returns: no lock, no lookup, no
+ * syscall (pool.c).
  *
  * Once per transaction a sequence is made safe from a concurrent DROP: the
  * first time a backend uses it, by AccessShareLock on its backing sequence
@@ -39,9 +40,9 @@
  *	 functions.
  *
  * A sequence that the current transaction created is not in the catalog
- * the refill worker sees: its blocks are cut by increate.c, into a block in
- * the LocalSeq itself, and no entry in shared memory is used for it until
- * the creation has committed.
+ * the refill worker sees: its values come from blocks that increate.c cuts
+ * into the LocalSeq itself, and no entry in shared memory is used for it
+ * until the creation has committed.
  *
  *-------------------------------------------------------------------------
  */
@@ -86,9 +87,11 @@ struct LocalSeq
 	Oid			relid;
 	uint64		gen;
 	DistseqDef	def;
-	DistseqBlock *block;		/* this backend's block in shared memory, or
-								 * xact_block */
-	DistseqSeq *seq;
+	DistseqSeq *seq;			/* the entry, unless creating */
+	uint64		incarnation;	/* ... the incarnation of it we attached */
+	DistseqMarks *marks;		/* this backend's marks on it (inuse.c) */
+	DistseqStreamCache stream;	/* the chunk we drew from last, if this
+								 * transaction did */
 	uint32		drops_seen;		/* ended drops of seq our relcache knows */
 	LocalTransactionId ready_lxid;	/* locked and checked in this xact */
 	Oid			ready_user;		/* ... for this role */
@@ -96,8 +99,9 @@ struct LocalSeq
 	AclMode		acl_mode;		/* ... for this mode */
 	uint64		last_gen;		/* generation of last, 0 if none */
 	int64		last;			/* slot of the last value this session got */
-	DistseqBlock xact_block;	/* the block while this transaction creates
-								 * the sequence (increate.c) */
+	bool		creating;		/* this transaction creates the sequence */
+	DistseqRange xact_block;	/* ... and draws from this (increate.c) */
+	uint64		xact_gen;		/* ... cut for this generation */
 };
 
 /*
@@ -118,6 +122,9 @@ typedef struct SiteHint
 
 static HTAB *local_seqs = NULL;
 static SiteHint site_hints[SITE_HINTS];
+
+/* the stream of no entry: its chunk 0 is empty */
+static pg_atomic_uint64 no_stream;
 
 /*
  * The sequence this session drew from last, for distseq_lastval(): its
@@ -199,7 +206,7 @@ local_lock_for_prepare(void)
 	hash_seq_init(&status, local_seqs);
 	while ((ls = hash_seq_search(&status)) != NULL)
 	{
-		if (ls->block == NULL || !distseq_used_unlocked(ls->block) ||
+		if (ls->marks == NULL || !distseq_used_unlocked(ls->marks) ||
 			ConditionalLockRelationOid(ls->relid, AccessShareLock))
 			continue;
 		hash_seq_term(&status);
@@ -212,8 +219,7 @@ local_lock_for_prepare(void)
 
 /*
  * DISCARD SEQUENCES or DISCARD ALL: forget the last values, as native
- * sequences do.  The blocks stay: their values were never handed out, and
- * dropping them would only lose them.
+ * sequences do.
  */
 void
 distseq_local_discard(void)
@@ -249,7 +255,7 @@ distseq_local_forget(Oid relid, uint64 gen)
 			continue;
 		ls->valid = false;
 		ls->ready_lxid = InvalidLocalTransactionId;
-		ls->xact_block.gen = 0;
+		ls->xact_block.lo = ls->xact_block.hi = 0;
 	}
 }
 
@@ -330,6 +336,7 @@ local_lookup(const char *name)
 		CacheRegisterSyscacheCallback(DATABASEOID, local_invalidate_roles,
 									  (Datum) 0);
 		RegisterXactCallback(local_xact, NULL);
+		pg_atomic_init_u64(&no_stream, 0);
 	}
 	memset(key, 0, sizeof(key));
 	strlcpy(key, name, NAMEDATALEN);
@@ -340,10 +347,17 @@ local_lookup(const char *name)
 		ls->ready_lxid = InvalidLocalTransactionId;
 		ls->acl_user = InvalidOid;
 		ls->last_gen = 0;
-		ls->block = NULL;
 		ls->seq = NULL;
+		ls->incarnation = 0;
+		ls->marks = NULL;
+		ls->stream.stream = &no_stream;
+		ls->stream.base = 0;
+		ls->stream.lo = 0;
+		ls->stream.n = 0;
 		ls->drops_seen = 0;
-		memset(&ls->xact_block, 0, sizeof(DistseqBlock));
+		ls->creating = false;
+		ls->xact_block.lo = ls->xact_block.hi = 0;
+		ls->xact_gen = 0;
 		ls->const_site.ls = ls;
 		ls->const_site.constant = true;
 		ls->var_site.ls = ls;
@@ -443,7 +457,7 @@ site_name_is_constant(FmgrInfo *flinfo)
  * The name is not a distseq sequence: report it, and forget its entry if
  * nothing but a site hint may point to it, so that a session asking for
  * ever new names that do not exist does not grow the table without bound.
- * fn_extra only ever points to entries that have had a block.
+ * fn_extra only ever points to entries that have been set up.
  */
 pg_noreturn static void
 local_not_found(LocalSeq *ls)
@@ -451,7 +465,7 @@ local_not_found(LocalSeq *ls)
 	char		name[NAMEDATALEN];
 
 	strlcpy(name, ls->name, NAMEDATALEN);
-	if (ls->block == NULL)
+	if (ls->marks == NULL && !ls->creating)
 	{
 		for (int i = 0; i < SITE_HINTS; i++)
 		{
@@ -477,10 +491,10 @@ local_not_found(LocalSeq *ls)
 static bool
 local_use_unlocked(LocalSeq *ls)
 {
-	if (ls->seq == NULL || ls->block == &ls->xact_block ||
+	if (ls->seq == NULL || ls->creating ||
 		!distseq_seq_is(ls->seq, MyDatabaseId, ls->relid, ls->gen))
 		return false;
-	return distseq_use_unlocked(ls->seq, ls->block, ls->relid, ls->gen,
+	return distseq_use_unlocked(ls->seq, ls->marks, ls->relid, ls->gen,
 								&ls->drops_seen);
 }
 
@@ -623,11 +637,10 @@ nextval_setup(FunctionCallInfo fcinfo)
 
 	/*
 	 * As native nextval: a function mislabeled PARALLEL SAFE would otherwise
-	 * draw in parallel workers, from blocks of their own, and the session
-	 * would see values go down and currval not follow.  Checked here, off
-	 * the per-value path: a parallel worker's first call in its transaction
-	 * -- with no cache of its own yet -- always comes here.  A leader that
-	 * drew earlier in the same transaction draws on from its own block.
+	 * draw in parallel workers, and the session's currval would not follow.
+	 * Checked here, off the per-value path: a parallel worker's first call
+	 * in its transaction -- with no cache of its own yet -- always comes
+	 * here.  A leader that drew earlier in the same transaction draws on.
 	 */
 	if (IsInParallelMode())
 		PreventCommandIfParallelMode("distseq_nextval()");
@@ -655,17 +668,25 @@ nextval_setup(FunctionCallInfo fcinfo)
 			 * the next transaction comes here and attaches one.
 			 */
 			if (distseq_created_here(ls->relid, ls->gen))
-				ls->block = &ls->xact_block;
-			else if (ls->block == &ls->xact_block || ls->seq == NULL ||
+				ls->creating = true;
+			else if (ls->creating || ls->seq == NULL ||
 					 !distseq_seq_is(ls->seq, MyDatabaseId, ls->relid, ls->gen))
 			{
+				ls->creating = false;
 				ls->seq = distseq_seq_attach(ls->relid, ls->gen, ls->name,
-											 &ls->def);
+											 &ls->def, &ls->incarnation);
 				distseq_backend_attach();
-				ls->block = distseq_my_block(ls->seq);
+				ls->marks = distseq_my_marks(ls->seq);
 				local_locked(ls);
 			}
 		}
+
+		/*
+		 * The copy of a chunk lives for one transaction at most, so that it
+		 * cannot meet its number again when numbers wrap around (after 2^44
+		 * chunks): the next draw reads the chunk from the entry.
+		 */
+		ls->stream.n = 0;
 		ls->ready_lxid = DISTSEQ_MY_LXID;
 		ls->ready_user = userid;
 	}
@@ -683,8 +704,7 @@ nextval_setup(FunctionCallInfo fcinfo)
  * The entry of a sequence was taken over by another sequence (or freed by a
  * drop) while this transaction uses it: find or set up a new one, as on a
  * first use, under AccessShareLock on the backing relation, which waits for
- * a drop under way and shows one that ended.  The block slot of the old
- * entry is left alone: it may hold a block of the entry's new sequence.
+ * a drop under way and shows one that ended.
  */
 static pg_noinline void
 local_reattach(LocalSeq *ls)
@@ -695,40 +715,42 @@ local_reattach(LocalSeq *ls)
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("distseq sequence \"%s\" was dropped while in use",
 						ls->name)));
-	ls->seq = distseq_seq_attach(ls->relid, ls->gen, ls->name, &ls->def);
-	ls->block = distseq_my_block(ls->seq);
+	ls->seq = distseq_seq_attach(ls->relid, ls->gen, ls->name, &ls->def,
+								 &ls->incarnation);
+	ls->marks = distseq_my_marks(ls->seq);
 	local_locked(ls);
 }
 
 /*
- * The block is used up, or belongs to an earlier sequence: get a new one.
- * Only a block of an entry that still carries our sequence is emptied
- * first: an entry taken over has no block of ours with values left (it
- * would not have been taken), but our slot of it may hold one of the new
- * sequence.
+ * The chunk we drew from last is used up or no longer the stream's: draw from
+ * the entry's stream (pool.c), which also checks that the entry is still the
+ * one we attached.  The stream gives only values above the last one this
+ * session got, so that a session's values grow.
  */
 static pg_noinline int64
 nextval_refill(LocalSeq *ls)
 {
 	int64		after = (ls->last_gen == ls->gen) ? ls->last : PG_INT64_MIN;
+	int64		slot;
 
-	if (ls->block == &ls->xact_block)
+	if (ls->creating)
 	{
-		distseq_created_block(ls->name, ls->relid, ls->gen, ls->def.block_size,
-							  ls->def.max_value, ls->block);
-		return ls->block->next++;
+		/* it may have been dropped and created again in this transaction */
+		if (ls->xact_gen != ls->gen || ls->xact_block.lo >= ls->xact_block.hi)
+		{
+			ls->xact_block = distseq_created_block(ls->name, ls->relid, ls->gen,
+												   ls->def.block_size,
+												   ls->def.max_value);
+			ls->xact_gen = ls->gen;
+		}
+		return ls->xact_block.lo++;
 	}
 
 	for (int tries = 0;; tries++)
 	{
-		DistseqBlock *blk = ls->block;
-
-		if (distseq_seq_is(ls->seq, MyDatabaseId, ls->relid, ls->gen))
-		{
-			blk->gen = 0;
-			if (distseq_pool_next_block(ls->seq, ls->relid, ls->gen, after, blk))
-				return blk->next++;
-		}
+		if (distseq_pool_draw(ls->seq, ls->incarnation, after, &ls->stream,
+							  &slot))
+			return slot;
 		if (tries >= 10)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_IN_USE),
@@ -746,7 +768,6 @@ distseq_nextval(PG_FUNCTION_ARGS)
 {
 	CallSite   *site = (CallSite *) fcinfo->flinfo->fn_extra;
 	LocalSeq   *ls;
-	DistseqBlock *blk;
 	int64		slot;
 
 	/*
@@ -764,10 +785,7 @@ distseq_nextval(PG_FUNCTION_ARGS)
 	else
 		ls = site->ls;
 
-	blk = ls->block;
-	if (likely(blk->gen == ls->gen && blk->next < blk->end))
-		slot = blk->next++;
-	else
+	if (unlikely(!distseq_stream_draw(&ls->stream, &slot)))
 		slot = nextval_refill(ls);
 
 	ls->last = slot;

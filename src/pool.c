@@ -1,20 +1,46 @@
 /*-------------------------------------------------------------------------
  *
  * pool.c
- *	  The server-wide pool of each sequence: cutting blocks for backends,
- *	  taking back the unused rest of a block, waiting for a refill, and
- *	  handing a freshly reserved segment to the pool.
+ *	  The server-wide pool of each sequence and the stream every backend
+ *	  draws from: drawing a value, installing the next chunk of the stream,
+ *	  waiting for a refill, and handing a freshly reserved segment to the
+ *	  pool.
  *
  * A pool is the current segment, one prefetched segment and a few
- * fragments (rests of blocks given back by exiting backends).  Segments come
- * only from the refill worker, in increasing order, so every block cut from
- * cur or pre lies above every block cut before it; fragments lie below and
- * go only to sessions whose last value is below them.  That keeps the
- * values of a session growing.
+ * fragments (ranges left below the stream).  Segments come only from the
+ * refill worker, in increasing order.
  *
- * Everything here runs under the entry's LWLock (seq->lock); nobody sleeps
- * while holding it.  Waiters sleep on seq->cv, which the worker broadcasts
- * when a refill ends, successfully or not.
+ * The backends of the server draw from one stream per sequence, so that
+ * values go out nearly in the order they are asked for and concurrent
+ * inserts fill the right edge of an index, as a native sequence's do:
+ * private blocks would interleave and split index pages in half.  The stream
+ * is a chunk of at most block_size slots cut from the pool, and one word,
+ * seq->stream: the chunk's number and how many of its slots were drawn.  A
+ * value is drawn with one compare-and-swap of that word, without a lock;
+ * a backend keeps a copy of the chunk, so the fast path reads nothing else
+ * (distseq_stream_draw in distseq.h).  When the chunk is used up, the first
+ * backend to notice takes seq->lock and installs the next one: it writes the
+ * chunk's description into chunks[number % 2], then moves the word to the
+ * new number with no slot drawn.  A reader reads the word, then the
+ * description; if its compare-and-swap succeeds, the word carried that
+ * number all along, so the description it read was the one installed for
+ * it (the slot is written again only for number + 2, after the word has
+ * moved on).  Numbers only grow, across every sequence an entry carries, and
+ * a description names the incarnation of the entry it was installed for, so
+ * a backend never draws from a chunk of another sequence.
+ *
+ * Chunks go up: each is cut above the one before (seq->top), so a session's
+ * values grow.  A session whose last value lies above the stream -- it drew
+ * from an earlier incarnation of the entry before a lower window reopened --
+ * moves the stream on to a chunk above its value; what was left of the old
+ * chunk becomes a fragment, which goes back to the catalog with the pool.
+ * Closing the stream (before the pool is written back, or when the entry
+ * changes identity) installs an empty chunk and takes what was left of the
+ * old one: no value is drawn from it after that, and none is drawn twice.
+ *
+ * Everything but the draw runs under the entry's LWLock (seq->lock); nobody
+ * sleeps while holding it.  Waiters sleep on seq->cv, which the worker
+ * broadcasts when a refill ends, successfully or not.
  *
  *-------------------------------------------------------------------------
  */
@@ -60,20 +86,19 @@ pool_promote(DistseqSeq *seq)
 }
 
 /*
- * Cut a block for a session whose last value was "after".  Fragments above
- * it come first (they are the oldest values), then the current segment.
+ * Cut a chunk of at most n slots above "after".  Fragments above it come
+ * first (they are the oldest values), then the current segment.
  *
- * Segments normally lie above every block cut before them, but not always:
+ * Segments normally lie above every chunk cut before them, but not always:
  * when a worker that was terminated wrote its pool back, a lower window may
- * have reopened.  Whatever part of the pool is not above "after" is left to
- * other sessions as a fragment, so a session's values always grow.
+ * have reopened.  Whatever part of the pool is not above "after" is left as
+ * a fragment, so the stream's values always grow.
  */
 static bool
-pool_cut(DistseqSeq *seq, int64 after, DistseqBlock *block)
+pool_cut(DistseqSeq *seq, int64 after, int64 n, DistseqRange *chunk)
 {
 	DistseqRange *src = NULL;
 	int			fi = -1;
-	int64		n;
 
 	for (int i = 0; i < seq->nfrags; i++)
 	{
@@ -99,17 +124,90 @@ pool_cut(DistseqSeq *seq, int64 after, DistseqBlock *block)
 	if (src == NULL)
 		return false;
 
-	n = Min((int64) seq->block_size, RANGE_SIZE(*src));
-	block->next = src->lo;
-	block->end = src->lo + n;
+	n = Min(n, RANGE_SIZE(*src));
+	chunk->lo = src->lo;
+	chunk->hi = src->lo + n;
 	src->lo += n;
-	seq->issued += n;
 
 	if (fi >= 0 && RANGE_SIZE(*src) == 0)
 		seq->frags[fi] = seq->frags[--seq->nfrags];
 	if (RANGE_SIZE(seq->cur) == 0)
 		pool_promote(seq);
 	return true;
+}
+
+/*
+ * What is left of the chunk that the stream word w points to.  Caller holds
+ * seq->lock, so the chunk's description is the one installed for it.
+ */
+static DistseqRange
+pool_rest(DistseqSeq *seq, uint64 w)
+{
+	DistseqChunk *c = &seq->chunks[(w >> DISTSEQ_STREAM_SHIFT) & 1];
+	int64		drawn = (int64) (w & DISTSEQ_STREAM_MASK);
+	DistseqRange rest;
+
+	Assert(c->number == (w >> DISTSEQ_STREAM_SHIFT));
+	rest.lo = c->lo + Min(drawn, c->n);
+	rest.hi = c->lo + c->n;
+	return rest;
+}
+
+/*
+ * Make "chunk" (maybe empty) the stream's current chunk, and return what was
+ * left of the one before, which nobody can draw from any more.  Caller
+ * holds seq->lock.
+ */
+static DistseqRange
+pool_install(DistseqSeq *seq, DistseqRange chunk)
+{
+	uint64		w = pg_atomic_read_u64(&seq->stream);
+	uint64		number = (w >> DISTSEQ_STREAM_SHIFT) + 1;
+	DistseqChunk *c = &seq->chunks[number & 1];
+	DistseqRange rest;
+
+	Assert(RANGE_SIZE(chunk) >= 0 &&
+		   RANGE_SIZE(chunk) <= DISTSEQ_STREAM_MAX_CHUNK);
+	c->owner = seq->incarnation;
+	c->lo = chunk.lo;
+	c->n = RANGE_SIZE(chunk);
+	c->number = number;
+	/* the description before the number that sends readers to it */
+	pg_write_barrier();
+	w = pg_atomic_exchange_u64(&seq->stream, number << DISTSEQ_STREAM_SHIFT);
+	rest = pool_rest(seq, w);
+	seq->issued += RANGE_SIZE(chunk) - RANGE_SIZE(rest);
+	if (RANGE_SIZE(chunk) > 0)
+		seq->stream_last = chunk.hi - 1;
+	return rest;
+}
+
+/*
+ * Close the stream: nothing is drawn from its chunk any more.  Returns what
+ * was left of it, for the caller to keep or give back.  Caller holds
+ * seq->lock.
+ *
+ * Every slot drawn in this incarnation lies below that rest, so the stream
+ * may go on from it: a rest given back to the catalog comes back first with
+ * the next refill, and must not be left below stream_last as a fragment,
+ * to go back and come back at every write-back, one more each time.
+ */
+DistseqRange
+distseq_pool_close(DistseqSeq *seq)
+{
+	DistseqRange none = {0, 0};
+	DistseqRange rest = pool_install(seq, none);
+
+	if (RANGE_SIZE(rest) > 0)
+		seq->stream_last = rest.lo - 1;
+	return rest;
+}
+
+/* What is left of the stream's chunk, for the status views */
+DistseqRange
+distseq_pool_stream_rest(DistseqSeq *seq)
+{
+	return pool_rest(seq, pg_atomic_read_u64(&seq->stream));
 }
 
 /* Should a refill be requested now?  Caller holds seq->lock. */
@@ -125,15 +223,16 @@ pool_wants_refill(DistseqSeq *seq)
 }
 
 /*
- * Put a fresh block for this backend into *block.  Waits, interruptibly and
- * for at most distseq.refill_timeout, while the pool is empty and a refill
- * is under way; never reserves anything itself.  Returns false when the
- * entry no longer carries the sequence (relid, gen) of our database: it was
- * taken over, or the sequence dropped.
+ * The chunk numbered "number" is used up, or has nothing above "after" left:
+ * install the next one, unless another backend has moved the stream on
+ * already.  Waits, interruptibly and for at most distseq.refill_timeout,
+ * while the pool is empty and a refill is under way; never reserves anything
+ * itself.  Returns false when the entry is no longer the incarnation the
+ * caller knows: it was taken over, or the sequence dropped.
  */
-bool
-distseq_pool_next_block(DistseqSeq *seq, Oid relid, uint64 gen, int64 after,
-						DistseqBlock *block)
+static bool
+pool_next_chunk(DistseqSeq *seq, uint64 incarnation, uint64 number,
+				int64 after)
 {
 	TimestampTz start = 0;
 	bool		sleeping = false;
@@ -144,18 +243,23 @@ distseq_pool_next_block(DistseqSeq *seq, Oid relid, uint64 gen, int64 after,
 		bool		got;
 		bool		wake = false;
 		long		elapsed_ms;
+		DistseqRange chunk;
 
 		LWLockAcquire(seq->lock, LW_EXCLUSIVE);
-		if (!distseq_seq_is(seq, MyDatabaseId, relid, gen))
+		if (seq->incarnation != incarnation ||
+			(pg_atomic_read_u64(&seq->stream) >> DISTSEQ_STREAM_SHIFT) != number)
 		{
+			got = seq->incarnation == incarnation;
 			LWLockRelease(seq->lock);
 			if (sleeping)
 				ConditionVariableCancelSleep();
-			return false;
+			return got;
 		}
 		/* in use again: not to be taken over (shmem.c) */
 		seq->park_state = DISTSEQ_PARK_ACTIVE;
-		got = pool_cut(seq, after, block);
+		got = pool_cut(seq, Max(after, seq->stream_last),
+					   Min((int64) seq->block_size, DISTSEQ_STREAM_MAX_CHUNK),
+					   &chunk);
 		if (pool_wants_refill(seq))
 		{
 			seq->refill_pending = true;
@@ -166,8 +270,11 @@ distseq_pool_next_block(DistseqSeq *seq, Oid relid, uint64 gen, int64 after,
 
 		if (got)
 		{
-			block->relid = seq->relid;
-			block->gen = gen;
+			DistseqRange rest = pool_install(seq, chunk);
+
+			/* below the new chunk: it goes back with the pool */
+			if (RANGE_SIZE(rest) > 0)
+				pool_add_fragment(seq, rest);
 			seq->last_used = pg_atomic_fetch_add_u64(&Distseq->clock, 1);
 			if (sleeping)
 				seq->wait_ms += (double) (GetCurrentTimestamp() - start) / 1000.0;
@@ -252,29 +359,42 @@ distseq_pool_next_block(DistseqSeq *seq, Oid relid, uint64 gen, int64 after,
 }
 
 /*
- * Take back the unused rest of a block of this backend.  Only into the pool
- * it was cut from: a generation alone is no identity, CREATE DATABASE ...
- * TEMPLATE and pg_restore copy it, and the entry may have been freed and
- * taken by the copy meanwhile.
+ * Draw a slot above "after" (the last slot of the calling session) from the
+ * stream of the entry's given incarnation, and keep a copy of its chunk in
+ * *cache for distseq_stream_draw.  Returns false when the entry is no
+ * longer that incarnation.
  */
-void
-distseq_pool_return_block(DistseqSeq *seq, DistseqBlock *block)
+bool
+distseq_pool_draw(DistseqSeq *seq, uint64 incarnation, int64 after,
+				  DistseqStreamCache *cache, int64 *slot)
 {
-	DistseqRange r;
-
-	if (block->next >= block->end)
-		return;
-	r.lo = block->next;
-	r.hi = block->end;
-
-	LWLockAcquire(seq->lock, LW_EXCLUSIVE);
-	if (distseq_seq_is(seq, MyDatabaseId, block->relid, block->gen))
+	for (;;)
 	{
-		seq->park_state = DISTSEQ_PARK_ACTIVE;
-		seq->issued -= RANGE_SIZE(r);
-		pool_add_fragment(seq, r);
+		uint64		w = pg_atomic_read_u64(&seq->stream);
+		uint64		number = w >> DISTSEQ_STREAM_SHIFT;
+		int64		drawn = (int64) (w & DISTSEQ_STREAM_MASK);
+		DistseqChunk c;
+
+		pg_read_barrier();
+		c = seq->chunks[number & 1];
+		if (c.number != number)
+			continue;			/* moved on meanwhile: read again */
+		if (c.owner != incarnation)
+			return false;
+		if (drawn < c.n && c.lo + drawn > after)
+		{
+			if (!pg_atomic_compare_exchange_u64(&seq->stream, &w, w + 1))
+				continue;
+			cache->stream = &seq->stream;
+			cache->base = number << DISTSEQ_STREAM_SHIFT;
+			cache->lo = c.lo;
+			cache->n = (uint64) c.n;
+			*slot = c.lo + drawn;
+			return true;
+		}
+		if (!pool_next_chunk(seq, incarnation, number, after))
+			return false;
 	}
-	LWLockRelease(seq->lock);
 }
 
 /*
@@ -295,14 +415,18 @@ distseq_pool_publish(DistseqSeq *seq, DistseqRange range)
 }
 
 /*
- * Empty the pool into ranges[] (at most DISTSEQ_MAX_FRAGMENTS + 2 of them),
- * for writing back to the catalog.  Caller holds seq->lock.
+ * Close the stream and empty the pool into ranges[] (at most
+ * DISTSEQ_POOL_MAX_RANGES of them), for writing back to the catalog.
+ * Caller holds seq->lock.
  */
 void
 distseq_pool_take_all(DistseqSeq *seq, DistseqRange *ranges, int *nranges)
 {
+	DistseqRange rest = distseq_pool_close(seq);
 	int			n = 0;
 
+	if (RANGE_SIZE(rest) > 0)
+		ranges[n++] = rest;
 	if (RANGE_SIZE(seq->cur) > 0)
 		ranges[n++] = seq->cur;
 	if (RANGE_SIZE(seq->pre) > 0)

@@ -2,7 +2,7 @@
  *
  * shmem.c
  *	  The shared-memory layout of distseq: sizing and set-up, the table of
- *	  sequence entries, and each backend's block slots.
+ *	  sequence entries, and each backend's slots of marks.
  *
  * The layout and its locking rules are described in distseq.h.  Entries
  * are found by a linear scan under the global lock; that happens once per
@@ -14,10 +14,9 @@
  * that no backend uses is asked for: its database's worker writes its pool
  * and totals back and parks it (worker.c), and the asking backend takes it
  * over.  Only a parked entry changes database, so no value is ever in two
- * places: the catalog has the pool back before the entry is reused, and a
- * block rest goes back only to the entry of its database, relation and
- * generation (pool.c).  Sessions that cached the entry see its new
- * identity and attach again (nextval.c).
+ * places: the catalog has the pool back, and the stream is closed, before
+ * the entry is reused.  Sessions that cached the entry see its new identity
+ * (its incarnation, pool.c) and attach again (nextval.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -58,7 +57,7 @@ distseq_shmem_size(void)
 	size = add_size(size, MAXALIGN(mul_size(MaxBackends,
 											sizeof(DistseqBackend))));
 	size = add_size(size, mul_size(mul_size(MaxBackends, distseq_max_sequences),
-								   sizeof(DistseqBlock)));
+								   sizeof(DistseqMarks)));
 	return size;
 }
 
@@ -94,7 +93,7 @@ distseq_shmem_startup(void)
 	ptr += MAXALIGN(mul_size(distseq_max_sequences, sizeof(DistseqSeq)));
 	Distseq->backends = (DistseqBackend *) ptr;
 	ptr += MAXALIGN(mul_size(MaxBackends, sizeof(DistseqBackend)));
-	Distseq->blocks = (DistseqBlock *) ptr;
+	Distseq->marks = (DistseqMarks *) ptr;
 
 	if (!found)
 	{
@@ -105,9 +104,9 @@ distseq_shmem_startup(void)
 		memset(Distseq->seqs, 0,
 			   mul_size(distseq_max_sequences, sizeof(DistseqSeq)));
 		memset(Distseq->backends, 0, mul_size(MaxBackends, sizeof(DistseqBackend)));
-		memset(Distseq->blocks, 0,
+		memset(Distseq->marks, 0,
 			   mul_size(mul_size(MaxBackends, distseq_max_sequences),
-						sizeof(DistseqBlock)));
+						sizeof(DistseqMarks)));
 		Distseq->lock = &locks[0].lock;
 		pg_atomic_init_u64(&Distseq->clock, 1);
 		ConditionVariableInit(&Distseq->entry_cv);
@@ -119,6 +118,7 @@ distseq_shmem_startup(void)
 
 			seq->lock = &locks[1 + i].lock;
 			pg_atomic_init_u64(&seq->gen, 0);
+			pg_atomic_init_u64(&seq->stream, 0);
 			pg_atomic_init_u32(&seq->drop_state, 0);
 			pg_atomic_init_u32(&seq->drops, 0);
 			ConditionVariableInit(&seq->cv);
@@ -188,7 +188,8 @@ distseq_seq_find(Oid dboid, Oid relid, uint64 gen)
 
 /*
  * Free an entry.  Caller holds Distseq->lock exclusively.  Whatever its pool
- * still holds is given up (reserved in the catalog, never handed out).
+ * and stream still hold is given up (reserved in the catalog, never handed
+ * out).
  */
 static void
 seq_free_locked(DistseqSeq *seq)
@@ -197,6 +198,8 @@ seq_free_locked(DistseqSeq *seq)
 	pg_atomic_write_u64(&seq->gen, 0);
 	seq->dboid = InvalidOid;
 	seq->relid = InvalidOid;
+	seq->incarnation++;
+	(void) distseq_pool_close(seq);
 	LWLockRelease(seq->lock);
 	/* wake anybody waiting on it, they will notice it is gone */
 	ConditionVariableBroadcast(&seq->cv);
@@ -206,9 +209,8 @@ seq_free_locked(DistseqSeq *seq)
  * The sequence of relation relid, in our database, takes a new generation
  * (setval.c): the caller holds AccessExclusiveLock on the relation and has
  * waited for every transaction that used it without a lock.  Free its
- * entries, as those of a dropped relation are: the backends' blocks of the
- * old generation would keep them from being taken over, though they will
- * never be drawn from again.  What their pools and blocks hold is given up.
+ * entries, as those of a dropped relation are: they will never be drawn
+ * from again.  What their pools and streams hold is given up.
  */
 void
 distseq_seq_forget(Oid relid)
@@ -240,6 +242,10 @@ seq_setup_locked(DistseqSeq *seq, Oid relid, uint64 gen, const char *name,
 	seq->max_value = def->max_value;
 	seq->stripes = def->stripes;
 	seq->stripe = def->stripe;
+	seq->incarnation++;
+	/* a parked or freed entry's stream is closed already: nothing is lost */
+	(void) distseq_pool_close(seq);
+	seq->stream_last = PG_INT64_MIN;
 	seq->cur.lo = seq->cur.hi = 0;
 	seq->pre.lo = seq->pre.hi = 0;
 	seq->nfrags = 0;
@@ -266,27 +272,25 @@ seq_setup_locked(DistseqSeq *seq, Oid relid, uint64 gen, const char *name,
 }
 
 /*
- * Does a backend still use the entry that carries generation gen: hold a
- * block of it with values left, or run a transaction that used it without
- * a lock (inuse.c), which a drop of its relation must find?  Caller holds
- * seq->lock, so no block of it is being cut.  Blocks and marks are read
+ * Does a backend still use the entry: run a transaction that used it without
+ * a lock (inuse.c), which a drop of its relation must find?  Marks are read
  * without their owners' help: a stale one only makes the entry look busier.
+ * No backend holds values of its own: what the stream has left goes back
+ * with the pool, and a backend that draws again finds the entry changed.
  */
 bool
-distseq_seq_held(DistseqSeq *seq, uint64 gen)
+distseq_seq_held(DistseqSeq *seq)
 {
 	int			i = seq_index(seq);
 
 	for (int b = 0; b < MaxBackends; b++)
 	{
-		DistseqBlock *blk = &Distseq->blocks[b * distseq_max_sequences + i];
+		DistseqMarks *marks = &Distseq->marks[b * distseq_max_sequences + i];
 		LocalTransactionId lxid;
 
 		if (Distseq->backends[b].dboid != seq->dboid)
 			continue;
-		if (blk->gen == gen && blk->relid == seq->relid && blk->next < blk->end)
-			return true;
-		lxid = blk->user_xact;
+		lxid = marks->user_xact;
 		if (LocalTransactionIdIsValid(lxid) && lxid == distseq_slot_lxid(b))
 			return true;
 	}
@@ -313,7 +317,7 @@ seq_take_parked(DistseqSeq *seq)
 		return false;
 	pg_atomic_write_u64(&seq->gen, 0);
 	pg_memory_barrier();
-	if (distseq_seq_held(seq, gen))
+	if (distseq_seq_held(seq))
 	{
 		pg_atomic_write_u64(&seq->gen, gen);
 		return false;
@@ -409,7 +413,7 @@ seq_take_locked(Oid *ask, bool more)
 		else if (gen != 0 && !seq->refill_pending &&
 				 pg_atomic_read_u32(&seq->drop_state) == 0 &&
 				 (idle == NULL || seq->last_used < idle->last_used) &&
-				 !distseq_seq_held(seq, gen))
+				 !distseq_seq_held(seq))
 			idle = seq;
 		LWLockRelease(seq->lock);
 	}
@@ -431,13 +435,18 @@ seq_take_locked(Oid *ask, bool more)
  */
 DistseqSeq *
 distseq_seq_attach(Oid relid, uint64 gen, const char *name,
-				   const DistseqDef *def)
+				   const DistseqDef *def, uint64 *incarnation)
 {
 	DistseqSeq *seq;
 	TimestampTz start = 0;
 	bool		sleeping = false;
 
-	seq = distseq_seq_find(MyDatabaseId, relid, gen);
+	/* the incarnation is read under the lock that its changes take */
+	LWLockAcquire(Distseq->lock, LW_SHARED);
+	seq = seq_find_locked(MyDatabaseId, relid, gen);
+	if (seq)
+		*incarnation = seq->incarnation;
+	LWLockRelease(Distseq->lock);
 	if (seq)
 		return seq;
 
@@ -450,6 +459,7 @@ distseq_seq_attach(Oid relid, uint64 gen, const char *name,
 		seq = seq_find_locked(MyDatabaseId, relid, gen);
 		if (seq)
 		{
+			*incarnation = seq->incarnation;
 			LWLockRelease(Distseq->lock);
 			break;
 		}
@@ -458,6 +468,7 @@ distseq_seq_attach(Oid relid, uint64 gen, const char *name,
 		if (seq)
 		{
 			seq_setup_locked(seq, relid, gen, name, def);
+			*incarnation = seq->incarnation;
 			LWLockRelease(seq->lock);
 			LWLockRelease(Distseq->lock);
 			break;
@@ -473,9 +484,9 @@ distseq_seq_attach(Oid relid, uint64 gen, const char *name,
 			ereport(ERROR,
 					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 					 errmsg("too many distseq sequences in use"),
-					 errdetail("Sequence \"%s\" of database \"%s\" needs an entry, and sessions hold blocks of the sequences in all %d (distseq.max_sequences).",
+					 errdetail("Sequence \"%s\" of database \"%s\" needs an entry, and transactions are using the sequences in all %d (distseq.max_sequences).",
 							   name, dbname, distseq_max_sequences),
-					 errhint("Increase distseq.max_sequences and restart the server, or end sessions that hold blocks of sequences they no longer use.")));
+					 errhint("Increase distseq.max_sequences and restart the server, or use fewer sequences in one transaction.")));
 		}
 		distseq_worker_wake(ask);
 
@@ -525,8 +536,8 @@ distseq_database_name(Oid dboid)
 
 /*
  * Forget every entry of a database whose drop has committed (worker.c).
- * Nobody is connected to it any more, so no block of its entries is left:
- * what the pools hold goes with the catalog.
+ * Nobody is connected to it any more: what the pools hold goes with the
+ * catalog.
  */
 void
 distseq_forget_database(Oid dboid)
@@ -550,30 +561,19 @@ my_slot(void)
 	return DISTSEQ_MY_SLOT;
 }
 
-/* Give back the unused rest of every block this backend holds. */
+/* The backend exits: its slot is free for the next one */
 static void
 distseq_backend_detach(int code, Datum arg)
 {
 	int			slot = my_slot();
 
-	for (int i = 0; i < distseq_max_sequences; i++)
-	{
-		DistseqBlock *blk = &Distseq->blocks[slot * distseq_max_sequences + i];
-		DistseqSeq *seq = &Distseq->seqs[i];
-
-		if (blk->gen == 0)
-			continue;
-		distseq_pool_return_block(seq, blk);
-		blk->gen = 0;
-	}
 	Distseq->backends[slot].pid = 0;
 	Distseq->backends[slot].dboid = InvalidOid;
 }
 
 /*
- * Claim this backend's slot on first use.  A slot left behind by an earlier
- * process with the same backend id is emptied: it gave its blocks back when
- * it exited, and a crash reinitializes shared memory.
+ * Claim this backend's slot on first use.  Marks left behind by an earlier
+ * process with the same backend id are cleared.
  */
 void
 distseq_backend_attach(void)
@@ -584,37 +584,18 @@ distseq_backend_attach(void)
 		return;
 	slot = my_slot();
 	for (int i = 0; i < distseq_max_sequences; i++)
-	{
-		Distseq->blocks[slot * distseq_max_sequences + i].gen = 0;
-		Distseq->blocks[slot * distseq_max_sequences + i].user_xact =
+		Distseq->marks[slot * distseq_max_sequences + i].user_xact =
 			InvalidLocalTransactionId;
-	}
 	Distseq->backends[slot].dboid = MyDatabaseId;
 	Distseq->backends[slot].pid = MyProcPid;
-	/* before any block of ours says we use a sequence (inuse.c) */
+	/* before any mark of ours says we use a sequence (inuse.c) */
 	pg_write_barrier();
 	before_shmem_exit(distseq_backend_detach, 0);
 	backend_attached = true;
 }
 
-DistseqBlock *
-distseq_my_block(DistseqSeq *seq)
+DistseqMarks *
+distseq_my_marks(DistseqSeq *seq)
 {
-	return &Distseq->blocks[my_slot() * distseq_max_sequences + seq_index(seq)];
-}
-
-/* How many backends other than this one use distseq in a database */
-int
-distseq_attached_backends(Oid dboid)
-{
-	int			n = 0;
-
-	for (int b = 0; b < MaxBackends; b++)
-	{
-		DistseqBackend *be = &Distseq->backends[b];
-
-		if (be->pid != 0 && be->pid != MyProcPid && be->dboid == dboid)
-			n++;
-	}
-	return n;
+	return &Distseq->marks[my_slot() * distseq_max_sequences + seq_index(seq)];
 }

@@ -2,13 +2,13 @@
  *
  * status.c
  *	  The set-returning functions behind the distseq_status and
- *	  distseq_blocks views: a snapshot of the pools and of every backend's
- *	  blocks in shared memory.
+ *	  distseq_blocks views: a snapshot of the pools and of the chunks the
+ *	  streams hand out, in shared memory.
  *
- * Each pool is read under its entry lock, so its row is consistent.  Blocks
- * are read without a lock: their owners change them on every call, and a
- * view of them can only ever be a moment old.  Rows appear only for
- * sequences of the current database that the caller may see.
+ * Each pool is read under its entry lock, so its row is consistent; a
+ * chunk is drawn from without that lock, so its row can only ever be a
+ * moment old.  Rows appear only for sequences of the current database that
+ * the caller may see.
  *
  *-------------------------------------------------------------------------
  */
@@ -142,6 +142,12 @@ distseq_pool_status(PG_FUNCTION_ARGS)
 
 PG_FUNCTION_INFO_V1(distseq_block_status);
 
+/*
+ * What is left of the chunk each sequence's stream hands out now: one row
+ * per sequence in use, shared by every backend of the server, so pid is
+ * NULL.  (Backends used to have blocks of their own; the view kept its
+ * columns.)
+ */
 Datum
 distseq_block_status(PG_FUNCTION_ARGS)
 {
@@ -153,34 +159,26 @@ distseq_block_status(PG_FUNCTION_ARGS)
 	for (int i = 0; i < distseq_max_sequences; i++)
 	{
 		DistseqSeq *seq = &Distseq->seqs[i];
-		uint64		gen = pg_atomic_read_u64(&seq->gen);
-		Oid			relid = seq->relid;
+		DistseqSeq	copy;
+		DistseqRange r;
+		uint64		gen;
+		Datum		values[5];
+		bool		nulls[5] = {0};
 
-		if (gen == 0 || seq->dboid != MyDatabaseId || !may_see(relid))
+		LWLockAcquire(seq->lock, LW_SHARED);
+		gen = pg_atomic_read_u64(&seq->gen);
+		memcpy(&copy, seq, sizeof(DistseqSeq));
+		r = distseq_pool_stream_rest(seq);
+		LWLockRelease(seq->lock);
+
+		if (gen == 0 || copy.dboid != MyDatabaseId || !may_see(copy.relid) ||
+			RANGE_SIZE(r) <= 0)
 			continue;
-
-		for (int b = 0; b < MaxBackends; b++)
-		{
-			DistseqBlock blk = Distseq->blocks[b * distseq_max_sequences + i];
-			int			pid = Distseq->backends[b].pid;
-			DistseqRange r = {blk.next, blk.end};
-			Datum		values[5];
-			bool		nulls[5] = {0};
-
-			/*
-			 * A block is read while its owner may be cutting the next one:
-			 * next and end of two different blocks, which could lie further
-			 * apart than the view's values_left counts, are no block.
-			 */
-			if (pid == 0 || blk.gen != gen || r.lo >= r.hi ||
-				(uint64) r.hi - (uint64) r.lo > (uint64) seq->block_size)
-				continue;
-			values[0] = Int32GetDatum(pid);
-			values[1] = ObjectIdGetDatum(relid);
-			values[2] = Int64GetDatum((int64) gen);
-			range_values(seq, r, &values[3], &nulls[3]);
-			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-		}
+		nulls[0] = true;
+		values[1] = ObjectIdGetDatum(copy.relid);
+		values[2] = Int64GetDatum((int64) gen);
+		range_values(&copy, r, &values[3], &nulls[3]);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
 }

@@ -32,9 +32,9 @@
  * under that lock: one of the two sees the other.  The worker also writes
  * back and parks the entries another sequence asked for (shmem.c).
  *
- * When it is told to stop (SIGTERM, server shutdown), the worker first lets
- * exiting backends hand their blocks back, then writes every pool of its
- * database back to the catalog, so that a clean restart skips no value.  A
+ * When it is told to stop (SIGTERM, server shutdown), the worker closes the
+ * streams and writes every pool of its database back to the catalog, so
+ * that a clean restart skips no value.  A
  * value is always either in shared memory or unreserved in the catalog,
  * never both: segments are committed before they are published, and
  * removed from shared memory before they are written back.
@@ -45,8 +45,8 @@
  * point an extension can hook into before that check (the database is a
  * template, in use, replicated...), and a failed drop must leave the
  * database's sequences exactly as they were -- sessions of the database
- * hold blocks of its entries, and an entry freed under them hands values
- * out twice once it is taken again.  So the drop is split at its point of
+ * draw on from its entries, which must keep their pools and streams.
+ * So the drop is split at its point of
  * no return, the commit:
  *
  *	- The object access hook sees the drop (OAT_DROP of the database) once
@@ -57,7 +57,7 @@
  *	  its pools must still be there, and if it succeeds they go with the
  *	  catalog.  The postmaster starts it again a second later; the new one
  *	  waits, not connected, for the drop to end.  Entries, pools and
- *	  backends' blocks are not touched; sessions of the database draw on,
+ *	  streams are not touched; sessions of the database draw on,
  *	  and only wait for a refill while the drop runs (at most about 5 s,
  *	  which dropdb() waits for other sessions to leave).
  *	- If the drop fails, its transaction's abort clears the mark: the new
@@ -1635,7 +1635,7 @@ worker_write_back(bool all)
 	for (int i = 0; i < distseq_max_sequences; i++)
 	{
 		DistseqSeq *seq = &Distseq->seqs[i];
-		DistseqRange ranges[DISTSEQ_MAX_FRAGMENTS + 2];
+		DistseqRange ranges[DISTSEQ_POOL_MAX_RANGES];
 		int			nranges = 0;
 		Oid			relid;
 		uint64		gen;
@@ -1660,7 +1660,7 @@ worker_write_back(bool all)
 		seq->park_requested = false;
 		park = !seq->refill_pending &&
 			pg_atomic_read_u32(&seq->drop_state) == 0 &&
-			!distseq_seq_held(seq, gen);
+			!distseq_seq_held(seq);
 		accounted = seq->accounted;
 		if (accounted)
 		{
@@ -1743,29 +1743,6 @@ worker_leave_if_idle(void)
 					distseq_worker_idle_timeout)));
 	/* exit code 0: the postmaster does not start us again */
 	proc_exit(0);
-}
-
-/*
- * On a fast shutdown backends get SIGTERM with us and hand their blocks
- * back as they exit; give them a moment, so those values go back too.
- * Stop waiting when none has left for half a second (they are not exiting,
- * as when only this worker was terminated).
- */
-static void
-worker_wait_for_backends(void)
-{
-	int			prev = distseq_attached_backends(MyDatabaseId);
-	int			idle = 0;
-
-	for (int i = 0; i < 200 && prev > 0 && idle < 50; i++)
-	{
-		int			now;
-
-		pg_usleep(10000L);
-		now = distseq_attached_backends(MyDatabaseId);
-		idle = (now < prev) ? 0 : idle + 1;
-		prev = now;
-	}
 }
 
 /* Exit, and do not let the postmaster start us again */
@@ -1922,7 +1899,6 @@ distseq_worker_main(Datum main_arg)
 		}
 	}
 
-	worker_wait_for_backends();
 	worker_write_back(true);
 
 	/* exit code 1: the postmaster starts us again unless it is shutting down */

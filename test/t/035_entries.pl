@@ -45,9 +45,9 @@ sub record
 	push @{ $values{"$db.$seq"} }, split(/\n/, $out);
 }
 
-# One session per database draws exactly a block (10 values) from each of
-# its 20 sequences in turn: it holds no values of any once it moved on, so
-# every entry but the current one may be taken.  Twice, so that sequences
+# One session per database draws 10 values from each of its 20 sequences in
+# turn: sessions hold no values of their own, so every entry but the current
+# one may be taken.  Twice, so that sequences
 # come back to entries that served others meanwhile.
 for my $round (1 .. 2)
 {
@@ -67,8 +67,8 @@ for my $round (1 .. 2)
 	}
 }
 
-# Sessions that end with values of their block left give them back; the
-# next sequences take the entries over after the worker wrote them back.
+# Sessions that draw a chunk and a half; the next sequences take the entries
+# over after the worker wrote them back.
 for my $db (@dbs)
 {
 	for my $i (1 .. 20)
@@ -80,8 +80,8 @@ for my $db (@dbs)
 }
 
 # --- A transaction whose entry is taken while it is in it.  Its first use
-# of s1 in the backend locks the relation, and its block is used up: the
-# entry may be taken, and the next draw finds a new one.
+# of s1 in the backend locks the relation: the entry may be taken, and the
+# next draw finds a new one.
 my $t = $node->background_psql('d1', on_error_stop => 0);
 $t->query_safe('BEGIN');
 record('d1', 's1',
@@ -107,8 +107,8 @@ record('d1', 's1', $out);
 $t->query_safe('COMMIT');
 
 # --- A transaction that used a sequence without a lock (its backend had
-# used it before) keeps the entry while it is open, block used up or not:
-# a drop of the sequence must find it, and wait for it.
+# used it before) keeps the entry while it is open: a drop of the sequence
+# must find it, and wait for it.
 $t->query_safe("SELECT distseq_nextval('s2') FROM generate_series(1, 10)");
 $t->query_safe('BEGIN');
 record('d1', 's2',
@@ -133,22 +133,24 @@ like($derr, qr/canceling statement due to statement timeout/,
 $t->query_safe('COMMIT');
 $t->quit;
 
-# --- Every entry held by sessions: a clear error, at once.
+# --- Every entry used by one open transaction: a clear error, at once.
+# The session attaches eight entries, then uses them all without a lock in
+# one transaction, which keeps them (a drop must find that transaction).
 my $h = $node->background_psql('d3', on_error_stop => 0);
-$h->query_safe(join(";\n", map { "SELECT distseq_nextval('s$_')" } (1 .. 8)));
+my $eight = join(";\n", map { "SELECT distseq_nextval('s$_')" } (1 .. 8));
+$h->query_safe($eight);
+$h->query_safe('BEGIN');
+$h->query_safe($eight);
 ($out, $failed) = $h->query("SELECT distseq_nextval('s9')");
-ok($failed, 'a ninth sequence while sessions hold blocks of eight fails');
+ok($failed, 'a ninth sequence while a transaction uses eight fails');
 like(
 	$h->{stderr},
 	qr/too many distseq sequences in use.*Sequence "s9" of database "d3" needs an entry.*HINT:  Increase distseq.max_sequences/s,
 	'the error names the sequence and the database, with a hint');
 $h->{stderr} = '';
-# terminated, the session gives its blocks back, and the entries go on
-my $hpid = $h->query_safe('SELECT pg_backend_pid()');
-$node->safe_psql('postgres', "SELECT pg_terminate_backend($hpid)");
-$node->poll_query_until('postgres',
-	"SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $hpid")
-  or die 'the session did not end';
+# once the transaction has ended, the entries go on
+$h->query_safe('ROLLBACK');
+$h->quit;
 for my $i (1 .. 10)
 {
 	record('d3', "s$i",
