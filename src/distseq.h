@@ -426,6 +426,7 @@ typedef struct DistseqPeer
 } DistseqPeer;
 
 extern void distseq_spi_connect(void);
+extern int	distseq_majority(int n);
 extern bool distseq_is_member(DistseqNodeState *st, int64 node_id);
 extern Datum distseq_int8_array(int64 *vals, int n);
 extern int64 *distseq_int8_values(Datum d, int *n);
