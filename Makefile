@@ -18,7 +18,7 @@ OBJS = \
 	src/member.o \
 	src/change.o \
 	src/agent.o \
-	src/setval.o
+	src/redefine.o
 
 DATA = distseq--1.0.sql distseq--1.0--1.1.sql distseq--1.1--1.2.sql \
 	distseq--1.2--1.3.sql distseq--1.3--1.4.sql distseq--1.4--1.5.sql \
