@@ -10,6 +10,7 @@ OBJS = \
 	src/increate.o \
 	src/sequence.o \
 	src/ownedby.o \
+	src/spi.o \
 	src/catalog.o \
 	src/status.o \
 	src/worker.o \
