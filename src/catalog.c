@@ -17,8 +17,8 @@
  * readable by PUBLIC and the queries must not resolve to user objects.
  *
  * Functions that change the catalog, or answer peers for this node, call
- * distseq_check_writable() or distseq_check_primary() (spi.c) first: a hot standby
- * refuses them at once.
+ * distseq_check_writable() or distseq_check_primary() (spi.c) first: a hot
+ * standby refuses them at once.
  *
  *-------------------------------------------------------------------------
  */
