@@ -10,6 +10,7 @@ OBJS = \
 	src/increate.o \
 	src/sequence.o \
 	src/ownedby.o \
+	src/spi.o \
 	src/catalog.o \
 	src/status.o \
 	src/worker.o \
@@ -18,7 +19,7 @@ OBJS = \
 	src/member.o \
 	src/change.o \
 	src/agent.o \
-	src/setval.o
+	src/redefine.o
 
 DATA = distseq--1.0.sql distseq--1.0--1.1.sql distseq--1.1--1.2.sql \
 	distseq--1.2--1.3.sql distseq--1.3--1.4.sql distseq--1.4--1.5.sql \

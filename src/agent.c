@@ -132,12 +132,6 @@ agent_members(const char *schema, DistseqNodeState *st, int *n)
 	return ms;
 }
 
-static int
-majority(DistseqNodeState *st)
-{
-	return st->nmembers / 2 + 1;
-}
-
 /*
  * No majority: say which members were reached and why each of the others
  * was not, each reason cut to AGENT_MEMBER_ERROR_SIZE
@@ -268,7 +262,7 @@ agent_learn(const char *schema, DistseqNodeState *st, Member *ms, int n)
 		if (newest == NULL || ms[i].epoch > newest->epoch)
 			newest = &ms[i];
 	}
-	return said >= majority(st) &&
+	return said >= distseq_majority(st->nmembers) &&
 		distseq_change_learn(schema, st, newest->epoch, newest->epoch_id,
 							 newest->members, newest->nmembers, newest->node_id);
 }
@@ -331,7 +325,7 @@ agent_allocate(const char *schema, AgentSeq *seq, DistseqNodeState *st,
 	char		b[4][32];
 	const char *params[5];
 
-	if (read < majority(st))
+	if (read < distseq_majority(st->nmembers))
 		no_majority(seq, st, read, ms, n);
 	if (top > seq->max_value)
 		return AGENT_DONE;
@@ -362,7 +356,7 @@ agent_allocate(const char *schema, AgentSeq *seq, DistseqNodeState *st,
 						   st->epoch_id, top, top + size))
 		wins++;
 
-	if (wins >= majority(st))
+	if (wins >= distseq_majority(st->nmembers))
 	{
 		Oid			types[4] = {TEXTOID, INT8OID, INT8OID, INT8OID};
 		Datum		values[4];
@@ -464,14 +458,14 @@ agent_step(const char *name)
 			distseq_not_member_error(schema, &st);
 		ms = agent_members(schema, &st, &n);
 		read = agent_read(schema, seq, &st, ms, n, &top, &gen);
-		if (read < majority(&st) && agent_learn(schema, &st, ms, n))
+		if (read < distseq_majority(st.nmembers) && agent_learn(schema, &st, ms, n))
 		{
 			/* committed, the next step says so */
 			SPI_finish();
 			distseq_xact_commit();
 			return AGENT_OUT;
 		}
-		if (read < majority(&st))
+		if (read < distseq_majority(st.nmembers))
 			no_majority(seq, &st, read, ms, n);
 		agent_introduce(seq, ms, n, top);
 

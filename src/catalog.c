@@ -17,8 +17,8 @@
  * readable by PUBLIC and the queries must not resolve to user objects.
  *
  * Functions that change the catalog, or answer peers for this node, call
- * distseq_check_writable() or distseq_check_primary() first: a hot standby
- * refuses them at once.
+ * distseq_check_writable() or distseq_check_primary() (spi.c) first: a hot
+ * standby refuses them at once.
  *
  *-------------------------------------------------------------------------
  */
@@ -26,26 +26,17 @@
 
 #include "distseq.h"
 
-#include "access/genam.h"
 #include "access/htup_details.h"
-#include "access/table.h"
-#include "access/xlog.h"
-#include "catalog/indexing.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_authid.h"
-#include "catalog/pg_extension.h"
 #include "catalog/pg_type.h"
-#include "common/hashfn.h"
 #include "commands/dbcommands.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
-#include "tcop/utility.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
-#include "utils/fmgroids.h"
 #include "utils/guc.h"
-#include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
@@ -77,335 +68,12 @@ catalog_enter(CatalogContext *cxt)
 		elog(ERROR, "SPI_connect failed");
 }
 
-/*
- * For administrators' functions that run SPI as the caller: catalog names
- * only, whatever the caller's search_path says.  Undone by
- * distseq_unpin_search_path() or at the end of the transaction.
- */
-int
-distseq_pin_search_path(void)
-{
-	int			level = NewGUCNestLevel();
-
-	(void) set_config_option("search_path", "pg_catalog, pg_temp",
-							 PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	return level;
-}
-
-void
-distseq_unpin_search_path(int level)
-{
-	AtEOXact_GUC(true, level);
-}
-
 static void
 catalog_leave(CatalogContext *cxt)
 {
 	SPI_finish();
 	AtEOXact_GUC(true, cxt->save_nestlevel);
 	SetUserIdAndSecContext(cxt->save_userid, cxt->save_sec_context);
-}
-
-/*
- * The quoted name of the schema the extension was installed in, and the
- * minor number of the installed version: a newer library must work with the
- * catalog of an older version until ALTER EXTENSION distseq UPDATE.  1.1
- * records where each sequence was created, 1.2 adds striped sequences, 1.3
- * peers, 1.4 membership changes in two phases, 1.5 moves the catalog tables
- * into schema distseq.  The name is looked up from the schema's OID at each
- * call: whoever owns that schema may rename it.
- */
-static const char *
-extension_lookup(int *minor)
-{
-	Relation	rel;
-	ScanKeyData key;
-	SysScanDesc scan;
-	HeapTuple	tup;
-	Oid			nspid = InvalidOid;
-	char	   *nspname;
-
-	rel = table_open(ExtensionRelationId, AccessShareLock);
-	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber,
-				F_NAMEEQ, CStringGetDatum("distseq"));
-	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
-	tup = systable_getnext(scan);
-	if (HeapTupleIsValid(tup))
-	{
-		bool		isnull;
-		Datum		version = heap_getattr(tup, Anum_pg_extension_extversion,
-										   RelationGetDescr(rel), &isnull);
-
-		nspid = ((Form_pg_extension) GETSTRUCT(tup))->extnamespace;
-		if (minor && !isnull &&
-			sscanf(TextDatumGetCString(version), "1.%d", minor) != 1)
-			*minor = 0;
-	}
-	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
-
-	if (!OidIsValid(nspid) || (nspname = get_namespace_name(nspid)) == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("extension \"distseq\" is not installed in database \"%s\"",
-						get_database_name(MyDatabaseId)),
-				 errhint("Run CREATE EXTENSION distseq.")));
-	return quote_identifier(nspname);
-}
-
-/*
- * The quoted name of the schema of the catalog tables, for SQL that names
- * them, and the minor number of the installed version.  From 1.5 on it is
- * schema distseq, made by CREATE EXTENSION (which fails if it exists) and
- * owned by the installing superuser, so no other role can rename it or put
- * look-alikes of the tables in its place: SQL run with distseq's rights
- * names it, never a schema that the database's owner may own.  Before 1.5
- * the tables are in the installation schema.
- */
-static const char *
-catalog_extension(int *minor)
-{
-	int			m = 0;
-	const char *schema = extension_lookup(&m);
-
-	if (minor)
-		*minor = m;
-	return m >= 5 ? "distseq" : schema;
-}
-
-const char *
-distseq_catalog_schema(void)
-{
-	return catalog_extension(NULL);
-}
-
-/*
- * The schema of the functions users call, for SQL that runs as the caller
- * and names one (a column default, say).
- */
-const char *
-distseq_extension_schema(void)
-{
-	return extension_lookup(NULL);
-}
-
-/* The minor number of the installed version: 3 knows peers, 4 removes */
-int
-distseq_catalog_minor(void)
-{
-	int			minor = 0;
-
-	(void) catalog_extension(&minor);
-	return minor;
-}
-
-/*
- * The timeline this server writes WAL on.  A new one begins when a standby
- * is promoted or a point-in-time recovery ends: the catalog may then lag
- * behind what was reserved before, so it counts as a move.
- */
-TimeLineID
-distseq_timeline(void)
-{
-	/* a standby has none yet: every caller refused it at its entry */
-	if (RecoveryInProgress())
-		elog(ERROR, "distseq: no WAL timeline to write on during recovery");
-#if PG_VERSION_NUM >= 150000
-	return GetWALInsertionTimeLine();
-#else
-	return ThisTimeLineID;
-#endif
-}
-
-/*
- * Refuse a function on a hot standby, at once, as PostgreSQL refuses a
- * command that writes there.  A standby holds a read-only copy of its
- * primary's catalog and is no member of any group: it must neither answer
- * a peer in the member's name nor wait for a refill worker, which starts
- * only once recovery has ended.
- */
-void
-distseq_check_primary(const char *funcname)
-{
-	if (RecoveryInProgress())
-		ereport(ERROR,
-				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
-				 errmsg("cannot execute %s during recovery", funcname),
-				 errdetail("This server is a hot standby: its distseq catalog is a read-only copy of its primary's."),
-				 errhint("Call it on a primary server; point peers' foreign servers at a member's primary.")));
-}
-
-/*
- * The same for a function that changes the catalog, and in a read-only
- * transaction as native nextval() is refused there.
- */
-void
-distseq_check_writable(const char *funcname)
-{
-	distseq_check_primary(funcname);
-	PreventCommandIfReadOnly(funcname);
-}
-
-/*
- * Plans of the statements distseq_spi_exec() runs, kept for the life of the
- * process.  Building a plan costs far more than running one of these small
- * statements, and the worker runs the same few on every refill.  The key
- * is the query text and the argument types; texts name only the
- * extension's schema and tables, never a value, so a database has a small,
- * fixed set of them (statements that name user objects go through
- * distseq_spi_exec_once()).  SPI_keepplan() puts the plans under the plan
- * cache, which re-analyzes and re-plans them when what they depend on
- * changes (ALTER EXTENSION UPDATE, DROP and CREATE EXTENSION, ANALYZE, a
- * different search_path), and checks permissions on every execution as
- * for any query.  Plans are never freed: one may be running further up the
- * stack.
- */
-#define SPI_PLAN_MAX_ARGS	10
-#define SPI_PLANS_MAX		256
-
-typedef struct SpiPlanKey
-{
-	const char *sql;
-	int			nargs;
-	Oid			types[SPI_PLAN_MAX_ARGS];
-} SpiPlanKey;
-
-typedef struct SpiPlanEntry
-{
-	SpiPlanKey	key;			/* sql points into spi_plan_cxt */
-	SPIPlanPtr	plan;
-} SpiPlanEntry;
-
-static HTAB *spi_plans = NULL;
-static MemoryContext spi_plan_cxt = NULL;
-
-static uint32
-spi_plan_hash(const void *key, Size keysize)
-{
-	const SpiPlanKey *k = key;
-	uint32		h = hash_bytes((const unsigned char *) k->sql, strlen(k->sql));
-
-	return hash_combine(h, hash_bytes((const unsigned char *) k->types,
-									  k->nargs * sizeof(Oid)));
-}
-
-static int
-spi_plan_match(const void *key1, const void *key2, Size keysize)
-{
-	const SpiPlanKey *a = key1;
-	const SpiPlanKey *b = key2;
-
-	if (a->nargs != b->nargs ||
-		memcmp(a->types, b->types, a->nargs * sizeof(Oid)) != 0)
-		return 1;
-	return strcmp(a->sql, b->sql);
-}
-
-/* The kept plan of a statement, prepared on first use; NULL: run it once */
-static SPIPlanPtr
-spi_plan_get(const char *sql, int nargs, Oid *types)
-{
-	SpiPlanKey	key;
-	SpiPlanEntry *entry;
-	SPIPlanPtr	plan;
-
-	if (nargs > SPI_PLAN_MAX_ARGS)
-		return NULL;
-	if (spi_plans == NULL)
-	{
-		HASHCTL		ctl;
-
-		spi_plan_cxt = AllocSetContextCreate(TopMemoryContext,
-											 "distseq SPI plans",
-											 ALLOCSET_SMALL_SIZES);
-		memset(&ctl, 0, sizeof(ctl));
-		ctl.keysize = sizeof(SpiPlanKey);
-		ctl.entrysize = sizeof(SpiPlanEntry);
-		ctl.hash = spi_plan_hash;
-		ctl.match = spi_plan_match;
-		ctl.hcxt = spi_plan_cxt;
-		spi_plans = hash_create("distseq SPI plans", 32, &ctl,
-								HASH_ELEM | HASH_FUNCTION | HASH_COMPARE |
-								HASH_CONTEXT);
-	}
-
-	memset(&key, 0, sizeof(key));
-	key.sql = sql;
-	key.nargs = nargs;
-	if (nargs > 0)
-		memcpy(key.types, types, nargs * sizeof(Oid));
-	entry = hash_search(spi_plans, &key, HASH_FIND, NULL);
-	if (entry != NULL)
-		return entry->plan;
-
-	/* a bug that puts values into query texts must not fill memory */
-	if (hash_get_num_entries(spi_plans) >= SPI_PLANS_MAX)
-		return NULL;
-
-	/*
-	 * Nothing is entered before the plan exists: an error leaves no trace.
-	 * Generic plans from the start: the arguments are values to store or
-	 * keys to look up through the catalog's indexes, and no value of them
-	 * makes another plan better, so the plan cache's first five custom
-	 * plans would only be five more plannings.
-	 * Parallel plans stay allowed, as with SPI_execute_with_args().
-	 */
-	plan = SPI_prepare_cursor(sql, nargs, types,
-							  CURSOR_OPT_GENERIC_PLAN | CURSOR_OPT_PARALLEL_OK);
-	if (plan == NULL)
-		elog(ERROR, "distseq: SPI_prepare failed (%d): %s", SPI_result, sql);
-	if (SPI_keepplan(plan) != 0)
-		elog(ERROR, "distseq: SPI_keepplan failed: %s", sql);
-	key.sql = MemoryContextStrdup(spi_plan_cxt, sql);
-	entry = hash_search(spi_plans, &key, HASH_ENTER, NULL);
-	entry->plan = plan;
-	return plan;
-}
-
-/*
- * Run a statement through SPI (connected by the caller) and check it did
- * what "expect" says; returns SPI_processed.  Shared by the files that
- * talk SPI.  The plan is kept (see above): the text must name no value
- * and no user object, pass those as arguments or use
- * distseq_spi_exec_once().
- */
-uint64
-distseq_spi_exec(const char *sql, int nargs, Oid *types, Datum *values, int expect)
-{
-	SPIPlanPtr	plan = spi_plan_get(sql, nargs, types);
-	int			rc;
-
-	if (plan == NULL)
-		return distseq_spi_exec_once(sql, nargs, types, values, expect);
-	rc = SPI_execute_plan(plan, values, NULL, false, 0);
-	if (rc != expect)
-		elog(ERROR, "distseq: SPI_execute_plan failed (%d): %s", rc, sql);
-	return SPI_processed;
-}
-
-/* The same, planned for this one run and forgotten */
-uint64
-distseq_spi_exec_once(const char *sql, int nargs, Oid *types, Datum *values,
-					  int expect)
-{
-	int			rc;
-
-	rc = SPI_execute_with_args(sql, nargs, types, values, NULL, false, 0);
-	if (rc != expect)
-		elog(ERROR, "distseq: SPI_execute_with_args failed (%d): %s", rc, sql);
-	return SPI_processed;
-}
-
-/* A bigint column of a row of the last SPI result; NULL reads as 0 */
-int64
-distseq_spi_int8(int row, int col)
-{
-	bool		isnull;
-	Datum		d = SPI_getbinval(SPI_tuptable->vals[row], SPI_tuptable->tupdesc,
-								  col, &isnull);
-
-	return isnull ? 0 : DatumGetInt64(d);
 }
 
 /*
@@ -418,7 +86,7 @@ catalog_lookup(const char *name, DistseqDef *def, bool latest)
 {
 	CatalogContext cxt;
 	int			minor = 0;
-	const char *schema = catalog_extension(&minor);
+	const char *schema = distseq_catalog_extension(&minor);
 	Oid			types[1] = {TEXTOID};
 	Datum		values[1];
 	const char *sql;
@@ -432,7 +100,7 @@ catalog_lookup(const char *name, DistseqDef *def, bool latest)
 				   schema);
 	if (latest)
 	{
-		SPIPlanPtr	plan = spi_plan_get(sql, 1, types);
+		SPIPlanPtr	plan = distseq_spi_plan(sql, 1, types);
 		int			rc;
 
 		if (plan == NULL && (plan = SPI_prepare(sql, 1, types)) == NULL)
@@ -601,7 +269,7 @@ distseq_peer_reserve(PG_FUNCTION_ARGS)
 	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	int64		count = PG_GETARG_INT64(1);
 	int			minor = 0;
-	const char *schema = catalog_extension(&minor);
+	const char *schema = distseq_catalog_extension(&minor);
 	Oid			types[5] = {TEXTOID, INT8OID, INT8OID, INT8OID, INT8OID};
 	Datum		values[5];
 	Datum		result[2];
@@ -700,7 +368,7 @@ distseq_catalog_servers(Oid relid, Oid *owner, int64 *start_value, int64 **nodes
 						int *nnodes, MemoryContext cxt)
 {
 	int			minor = 0;
-	const char *schema = catalog_extension(&minor);
+	const char *schema = distseq_catalog_extension(&minor);
 	Oid			types[1] = {INT8OID};
 	Datum		values[1] = {Int64GetDatum((int64) relid)};
 	List	   *servers = NIL;
@@ -742,7 +410,7 @@ void
 distseq_catalog_set_server_nodes(Oid relid, int64 *nodes, int nnodes)
 {
 	int			minor = 0;
-	const char *schema = catalog_extension(&minor);
+	const char *schema = distseq_catalog_extension(&minor);
 	Oid			types[2] = {INT8OID, INT8ARRAYOID};
 	Datum		values[2];
 
@@ -831,7 +499,7 @@ distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
 {
 	int32		stripes;
 	int			minor = 0;
-	const char *schema = catalog_extension(&minor);
+	const char *schema = distseq_catalog_extension(&minor);
 	bool		has_origin = minor >= 1;
 	Oid			types[5] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8OID};
 	Datum		values[5];
@@ -1112,7 +780,7 @@ distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 {
 	CatalogContext cxt;
 	int			minor = 0;
-	const char *schema = catalog_extension(&minor);
+	const char *schema = distseq_catalog_extension(&minor);
 	bool		has_origin = minor >= 1;
 	const char *qname = quote_identifier(name);
 	int64		first_slot;
@@ -1237,7 +905,7 @@ distseq_catalog_record_drawn(Oid relid, uint64 gen, int64 first, int64 top)
 {
 	CatalogContext cxt;
 	int			minor = 0;
-	const char *schema = catalog_extension(&minor);
+	const char *schema = distseq_catalog_extension(&minor);
 	Oid			types[3] = {TEXTOID, INT8OID, INT8OID};
 	Datum		values[3];
 

@@ -88,12 +88,6 @@ int8_text(int64 v)
 	return psprintf(INT64_FORMAT, v);
 }
 
-static int
-quorum(int n)
-{
-	return n / 2 + 1;
-}
-
 /* Serialize changes made here, and answers about them (distseq_peer_decided) */
 static void
 change_lock(const char *schema)
@@ -769,7 +763,7 @@ change_propose(const char *schema, DistseqNodeState *st, int64 *members, int nme
 			first_error = error;
 	}
 
-	if (nmoved >= quorum(st->nmembers))
+	if (nmoved >= distseq_majority(st->nmembers))
 	{
 		Oid			types[6] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8ARRAYOID,
 		INT8ARRAYOID};
@@ -798,7 +792,7 @@ change_propose(const char *schema, DistseqNodeState *st, int64 *members, int nme
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("could not change the distseq membership: %d of %d members agreed, %d needed",
-					nmoved, st->nmembers, quorum(st->nmembers)),
+					nmoved, st->nmembers, distseq_majority(st->nmembers)),
 			 first_error ? errdetail_internal("%s", first_error) : 0,
 			 errhint("A majority of the members must be reachable from this node, each with a server added by distseq_add_peer().")));
 }
@@ -957,7 +951,7 @@ change_finish(const char *schema)
 		if (collect_marks(schema, &st, c.prev[i], &c, &marks, &error))
 			got++;
 	}
-	if (got < c.nprev - quorum(c.nprev) + 1)
+	if (got < c.nprev - distseq_majority(c.nprev) + 1)
 		return psprintf("only %d of the %d former members gave their high-water marks%s%s",
 						got, c.nprev, error ? ": " : "", error ? error : "");
 	marks_arrays(marks, &names, &hwms, &args[5], &args[6]);
@@ -1407,7 +1401,7 @@ settle_tally(Settle *s, const Promise *p)
 static char *
 settle_choose(Settle *s)
 {
-	int			q = quorum(s->nmembers);
+	int			q = distseq_majority(s->nmembers);
 	int			unseen = s->nmembers - s->promised;
 	int			k = -1;
 	int			possible = 0;
@@ -1536,9 +1530,9 @@ settle_rounds(const char *schema, Settle *s, int *accepted)
 			distseq_remote_bool(res, 0, 0))
 			(*accepted)++;
 	}
-	if (*accepted < quorum(s->nmembers))
+	if (*accepted < distseq_majority(s->nmembers))
 		return psprintf("%d of the %d members took the change, %d needed",
-						*accepted, s->nmembers, quorum(s->nmembers));
+						*accepted, s->nmembers, distseq_majority(s->nmembers));
 	return NULL;
 }
 

@@ -38,6 +38,7 @@
 
 #include "access/attnum.h"
 #include "access/xlogdefs.h"
+#include "executor/spi.h"
 #include "fmgr.h"
 #include "nodes/pg_list.h"
 #include "port/atomics.h"
@@ -426,6 +427,7 @@ typedef struct DistseqPeer
 } DistseqPeer;
 
 extern void distseq_spi_connect(void);
+extern int	distseq_majority(int n);
 extern bool distseq_is_member(DistseqNodeState *st, int64 node_id);
 extern Datum distseq_int8_array(int64 *vals, int n);
 extern int64 *distseq_int8_values(Datum d, int *n);
@@ -475,8 +477,6 @@ extern List *distseq_agent_run(bool afresh, const char *focus);
 /* src/worker.c */
 extern bool distseq_worker_stopping(void);
 extern char *distseq_clean_text(const char *src, int size);
-extern void distseq_xact_begin(void);
-extern void distseq_xact_commit(void);
 extern void distseq_worker_drop_database(Oid dboid);
 extern void distseq_worker_wake(Oid dboid);
 extern void distseq_worker_agent_pass(Oid dboid);
@@ -485,22 +485,26 @@ extern void distseq_worker_change(Oid dboid, char op, const char *server_name,
 								  Oid userid);
 extern PGDLLEXPORT void distseq_worker_main(Datum main_arg);
 
-/* src/catalog.c */
-
-
+/* src/spi.c */
+extern int	distseq_pin_search_path(void);
+extern void distseq_unpin_search_path(int level);
+extern const char *distseq_catalog_extension(int *minor);
+extern const char *distseq_catalog_schema(void);
+extern const char *distseq_extension_schema(void);
+extern int	distseq_catalog_minor(void);
+extern TimeLineID distseq_timeline(void);
+extern void distseq_check_primary(const char *funcname);
+extern void distseq_check_writable(const char *funcname);
+extern SPIPlanPtr distseq_spi_plan(const char *sql, int nargs, Oid *types);
 extern uint64 distseq_spi_exec(const char *sql, int nargs, Oid *types,
 							   Datum *values, int expect);
 extern uint64 distseq_spi_exec_once(const char *sql, int nargs, Oid *types,
 									Datum *values, int expect);
 extern int64 distseq_spi_int8(int row, int col);
-extern const char *distseq_catalog_schema(void);
-extern const char *distseq_extension_schema(void);
-extern int	distseq_pin_search_path(void);
-extern void distseq_unpin_search_path(int level);
-extern int	distseq_catalog_minor(void);
-extern TimeLineID distseq_timeline(void);
-extern void distseq_check_primary(const char *funcname);
-extern void distseq_check_writable(const char *funcname);
+extern void distseq_xact_begin(void);
+extern void distseq_xact_commit(void);
+
+/* src/catalog.c */
 extern bool distseq_catalog_lookup(const char *name, DistseqDef *def);
 extern bool distseq_catalog_lookup_latest(const char *name, DistseqDef *def);
 extern void distseq_catalog_create(const char *name, Oid owner,

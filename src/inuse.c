@@ -212,12 +212,12 @@ distseq_used_unlocked(DistseqMarks *marks)
 
 /*
  * A relation is about to be dropped, or the sequence it backs to get a new
- * generation (setval.c), and we hold AccessExclusiveLock on it.  If it backs
+ * generation (redefine.c), and we hold AccessExclusiveLock on it.  If it backs
  * a sequence in use, announce the drop and wait for every transaction that
  * uses it without a lock.  Users that come later take the lock, and so wait
  * for our transaction to end; at its end, its invalidations sent, the entry
  * counts one more ended drop, which makes every user process them before it
- * uses the sequence again without a lock.  (setval.c frees the entry as
+ * uses the sequence again without a lock.  (redefine.c frees the entry as
  * well: a user then finds it gone, and takes the lock.)
  */
 void

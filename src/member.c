@@ -82,6 +82,17 @@ distseq_node_state(const char *schema, DistseqNodeState *st)
 	st->proposer = distseq_spi_int8(0, 6);
 }
 
+/*
+ * How many of n members make a majority: any two majorities of the same
+ * membership share a member, which every decision by majority relies on
+ * (the agent's windows, membership changes and their settling).
+ */
+int
+distseq_majority(int n)
+{
+	return n / 2 + 1;
+}
+
 bool
 distseq_is_member(DistseqNodeState *st, int64 node_id)
 {

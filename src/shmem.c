@@ -207,7 +207,7 @@ seq_free_locked(DistseqSeq *seq)
 
 /*
  * The sequence of relation relid, in our database, takes a new generation
- * (setval.c): the caller holds AccessExclusiveLock on the relation and has
+ * (redefine.c): the caller holds AccessExclusiveLock on the relation and has
  * waited for every transaction that used it without a lock.  Free its
  * entries, as those of a dropped relation are: they will never be drawn
  * from again.  What their pools and streams hold is given up.

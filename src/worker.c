@@ -347,25 +347,6 @@ distseq_worker_drop_database(Oid dboid)
 	}
 }
 
-/*
- * A transaction of the worker's own, with a snapshot: reservations, write
- * back, agent steps.  SPI and the catalog need nothing more.
- */
-void
-distseq_xact_begin(void)
-{
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
-	PushActiveSnapshot(GetTransactionSnapshot());
-}
-
-void
-distseq_xact_commit(void)
-{
-	PopActiveSnapshot();
-	CommitTransactionCommand();
-}
-
 /* Should a long wait (on a peer) give up now? */
 bool
 distseq_worker_stopping(void)

@@ -11,6 +11,12 @@ use Test::More;
 use IPC::Run;
 use Time::HiRes qw(sleep);
 
+# One seeded random source, printed in the log, so that a failure can be
+# replayed: DISTSEQ_TEST_SEED=<seed> runs the same random moments again.
+my $seed = $ENV{DISTSEQ_TEST_SEED} // (int(time()) ^ $$);
+srand($seed);
+note("random seed $seed (DISTSEQ_TEST_SEED=$seed replays it)");
+
 my $rounds = 20;
 my $nclients = 4;
 

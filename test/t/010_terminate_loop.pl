@@ -14,6 +14,12 @@ use Test::More;
 use IPC::Run;
 use Time::HiRes qw(time sleep);
 
+# One seeded random source, printed in the log, so that a failure can be
+# replayed: DISTSEQ_TEST_SEED=<seed> runs the same random moments again.
+my $seed = $ENV{DISTSEQ_TEST_SEED} // (int(time()) ^ $$);
+srand($seed);
+note("random seed $seed (DISTSEQ_TEST_SEED=$seed replays it)");
+
 my $iterations = 8;
 my $nclients = 3;
 my $timeout = $PostgreSQL::Test::Utils::timeout_default;

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * setval.c
+ * redefine.c
  *	  Changes to a live sequence, made on this server and on every member of
  *	  its group: distseq_setval() moves it forward, so that no server hands
  *	  out a value at or below a given one from then on; distseq_alter()
@@ -14,8 +14,8 @@
  *	- AccessExclusiveLock on the backing relation, and the handshake of
  *	  inuse.c, wait for every transaction that uses the sequence; later ones
  *	  wait for our lock;
- *	- the catalog row gets a new generation: every pool and block of the old
- *	  one in shared memory is stale, its entries are freed (shmem.c) and the
+ *	- the catalog row gets a new generation: every pool and stream of the
+ *	  old one in shared memory is stale, its entries are freed (shmem.c) and the
  *	  worker can reserve nothing more for it (catalog.c checks the
  *	  generation); a refill in flight holds the row, and we wait for it;
  *	- setval: every window below the floor is closed (next_hi raised to
@@ -25,8 +25,8 @@
  *	  members that includes a server that applied it, start above it;
  *	- alter: the row gets the new parameters, and a lowered max_value cuts
  *	  the windows above it (none of it was reserved: that is refused); the
- *	  refills and the agent open windows up to a raised one, and cut blocks
- *	  of the new block_size, since the new generation has no block yet;
+ *	  refills and the agent open windows up to a raised one, and chunks are
+ *	  cut of the new block_size, since the new generation has none yet;
  *	- the relcache invalidation of the relation, sent at commit, and the
  *	  count of ended drops make every backend read the definition again
  *	  before it draws: it then attaches to an entry of the new generation.
