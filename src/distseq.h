@@ -363,7 +363,6 @@ extern bool distseq_seq_held(DistseqSeq *seq);
 extern char *distseq_database_name(Oid dboid);
 
 /* src/inuse.c */
-extern void distseq_inuse_init(void);
 extern bool distseq_use_unlocked(DistseqSeq *seq, DistseqMarks *marks,
 								 Oid relid, uint64 gen, uint32 *drops_seen);
 extern bool distseq_used_unlocked(DistseqMarks *marks);
