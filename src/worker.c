@@ -369,8 +369,9 @@ worker_detach(int code, Datum arg)
 }
 
 /*
- * In a PG_CATCH of the worker: take the error, abort the transaction it
- * broke, and carry on in "cxt" (where the PG_TRY began).
+ * Every PG_CATCH of the worker: take the error, abort the transaction it
+ * broke, and carry on in "cxt" (where the PG_TRY began).  The caller logs
+ * the error, hands it on or frees it.
  */
 static ErrorData *
 worker_catch(MemoryContext cxt)
@@ -1521,6 +1522,7 @@ distseq_worker_change(Oid dboid, char op, const char *server_name, Oid userid)
 static void
 worker_maybe_run_agent(void)
 {
+	MemoryContext oldcxt = CurrentMemoryContext;
 	volatile bool peers = false;
 
 	if (!TimestampDifferenceExceeds(last_agent_run, GetCurrentTimestamp(),
@@ -1539,8 +1541,7 @@ worker_maybe_run_agent(void)
 	PG_CATCH();
 	{
 		/* no extension here (yet): nothing to do */
-		FlushErrorState();
-		AbortCurrentTransaction();
+		FreeErrorData(worker_catch(oldcxt));
 	}
 	PG_END_TRY();
 	has_peers = peers;
@@ -1578,6 +1579,7 @@ static bool
 worker_release(Oid relid, uint64 gen, DistseqRange *ranges, int nranges,
 			   int64 issued, int64 lost, int64 *dropped)
 {
+	MemoryContext oldcxt = CurrentMemoryContext;
 	volatile bool ok = true;
 
 	PG_TRY();
@@ -1589,9 +1591,13 @@ worker_release(Oid relid, uint64 gen, DistseqRange *ranges, int nranges,
 	}
 	PG_CATCH();
 	{
-		EmitErrorReport();
-		FlushErrorState();
-		AbortCurrentTransaction();
+		ErrorData  *edata = worker_catch(oldcxt);
+
+		ereport(LOG,
+				(errmsg("distseq worker could not write back sequence with relation %u: %s",
+						relid, edata->message),
+				 edata->detail ? errdetail_internal("%s", edata->detail) : 0));
+		FreeErrorData(edata);
 		ok = false;
 		*dropped = 0;
 		for (int r = 0; r < nranges; r++)
