@@ -8,6 +8,7 @@
 #   bash scripts/test.sh --pg "15 18"    # everything, on 15 and then on 18
 #   bash scripts/test.sh regress         # one suite: regress, isolation, tap, bench or model
 #   PROVE_TESTS=test/t/002_crash.pl bash scripts/test.sh tap
+#   REGRESS_TESTS=distseq_errors bash scripts/test.sh regress   # files alone
 #
 # PostgreSQL 15 is Debian 12's package; another major is built from
 # Debian's source package once (scripts/build-pg.sh) and reused.
@@ -84,7 +85,9 @@ for major in $majors; do
 		start=$SECONDS
 		distseq_ticker_start "$suite (PostgreSQL $major)"
 		case $suite in
-			regress) run_make ISOLATION= TAP_TESTS= ;;
+			# REGRESS_TESTS="a b": only those files, in that order
+			regress) run_make ISOLATION= TAP_TESTS= \
+					${REGRESS_TESTS:+"REGRESS=$REGRESS_TESTS"} ;;
 			isolation) run_make REGRESS= TAP_TESTS= ;;
 			# --timer: each file's line says when it ended and how long it took
 			tap) run_make REGRESS= ISOLATION= PROVE_FLAGS=--timer ;;

@@ -1,3 +1,7 @@
+-- runs alone too: the extension may not be there yet
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS distseq;
+RESET client_min_messages;
 --
 -- Bad input: each gets a clear error, and nothing is left half done.
 --

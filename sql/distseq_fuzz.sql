@@ -1,3 +1,7 @@
+-- runs alone too: the extension may not be there yet
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS distseq;
+RESET client_min_messages;
 --
 -- Fuzz: a few hundred calls with hostile names and sizes at the limits,
 -- from a fixed seed.  Each call runs in its own subtransaction and, when it

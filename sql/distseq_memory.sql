@@ -1,5 +1,9 @@
+-- runs alone too: the extension may not be there yet
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS distseq;
+RESET client_min_messages;
 --
--- Shared memory is what README.md states: 64 bytes, plus 2848 bytes per
+-- Shared memory is what README.md states: 64 bytes, plus 3272 bytes per
 -- sequence entry (distseq.max_sequences of them), plus 8 + 8 bytes per
 -- sequence entry for each backend slot (MaxBackends of them).
 --
@@ -14,7 +18,7 @@ WITH settings AS (
 		   + current_setting('max_worker_processes')::bigint
 		   + current_setting('max_wal_senders')::bigint AS backends
 )
-SELECT a.size = 64 + 2848 * s.sequences + (8 + 8 * s.sequences) * s.backends
+SELECT a.size = 64 + 3272 * s.sequences + (8 + 8 * s.sequences) * s.backends
 		   AS as_documented,
 	   a.size < 1024 * 1024 AS under_a_megabyte
 FROM pg_shmem_allocations a, settings s

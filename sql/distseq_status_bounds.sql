@@ -1,3 +1,7 @@
+-- runs alone too: the extension may not be there yet
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS distseq;
+RESET client_min_messages;
 --
 -- The status views of sequences at the bounds distseq_create accepts: more
 -- values left in the windows than a bigint counts, values at both ends of

@@ -1,3 +1,7 @@
+-- runs alone too: the extension may not be there yet
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS distseq;
+RESET client_min_messages;
 --
 -- Striped sequences: stripe k of N issues only values congruent to k
 -- modulo N, so N servers can share a sequence with no coordination.

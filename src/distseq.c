@@ -2,9 +2,13 @@
  *
  * distseq.c
  *	  Module entry point: the GUCs, _PG_init, which hands each subsystem its
- *	  own initialization, and the utility hook that tells the backend's
- *	  cache about DISCARD and hands ownedby.c the statements that link a
- *	  distseq sequence to a column.
+ *	  own initialization, and the hooks: the utility hook, which tells the
+ *	  backend's cache about DISCARD and hands ownedby.c the statements that
+ *	  link a distseq sequence to a column, and the object access hook, which
+ *	  hands drops of relations to inuse.c (a drop waits for the sequence's
+ *	  users) and ownedby.c, and drops of databases to worker.c.  Every
+ *	  function call in the server passes through the object access hook:
+ *	  it tests one thing before anything else.
  *
  *-------------------------------------------------------------------------
  */
@@ -13,6 +17,9 @@
 #include "distseq.h"
 #include "compat.h"
 
+#include "catalog/objectaccess.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_database.h"
 #include "miscadmin.h"
 #include "tcop/utility.h"
 #include "utils/guc.h"
@@ -37,6 +44,7 @@ static const struct config_enum_entry standby_ack_options[] = {
 };
 
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
+static object_access_hook_type prev_object_access_hook = NULL;
 
 void		_PG_init(void);
 
@@ -62,6 +70,25 @@ distseq_ProcessUtility(DISTSEQ_UTILITY_PARAMS)
 		(((DiscardStmt *) stmt)->target == DISCARD_ALL ||
 		 ((DiscardStmt *) stmt)->target == DISCARD_SEQUENCES))
 		distseq_local_discard();
+}
+
+static void
+distseq_object_access(ObjectAccessType access, Oid classId, Oid objectId,
+					  int subId, void *arg)
+{
+	if (prev_object_access_hook)
+		prev_object_access_hook(access, classId, objectId, subId, arg);
+
+	if (access == OAT_DROP && Distseq != NULL)
+	{
+		if (classId == RelationRelationId && subId == 0)
+		{
+			distseq_inuse_wait(objectId);
+			distseq_ownedby_drop(objectId, ((ObjectAccessDrop *) arg)->dropflags);
+		}
+		else if (classId == DatabaseRelationId)
+			distseq_worker_drop_database(objectId);
+	}
 }
 
 void
@@ -143,7 +170,9 @@ _PG_init(void)
 	MarkGUCPrefixReserved("distseq");
 
 	distseq_shmem_init();
-	distseq_inuse_init();
+
+	prev_object_access_hook = object_access_hook;
+	object_access_hook = distseq_object_access;
 
 	prev_ProcessUtility = ProcessUtility_hook;
 	ProcessUtility_hook = distseq_ProcessUtility;

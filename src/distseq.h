@@ -274,6 +274,20 @@ typedef struct DistseqBackend
 	Oid			dboid;
 } DistseqBackend;
 
+/*
+ * How the worker answered a request (an agent pass, a membership change):
+ * elevel 0, WARNING (done, with a reservation) or ERROR, and the text,
+ * cleaned and cut where it enters (distseq_clean_text).
+ */
+typedef struct DistseqWorkerReply
+{
+	int			elevel;
+	int			sqlstate;
+	char		message[256];
+	char		detail[512];
+	char		hint[160];
+} DistseqWorkerReply;
+
 /* The refill worker of one database */
 typedef struct DistseqDbWorker
 {
@@ -296,25 +310,20 @@ typedef struct DistseqDbWorker
 	/* distseq_maintain() asks for an agent pass and waits for its end */
 	uint64		agent_requested;
 	uint64		agent_done;
-	char		agent_error[256];	/* why the last pass failed, or "" */
-	char		agent_detail[512];
+	DistseqWorkerReply agent_reply; /* of the last pass */
 
 	/*
 	 * distseq_add_peer() and distseq_remove_peer() hand a change of
 	 * membership over (op 'a' or 'r'; 0 when the slot is free) and wait on
-	 * agent_cv for change_done to reach their ticket.  change_elevel: 0,
-	 * WARNING (decided, not active everywhere yet) or ERROR.
+	 * agent_cv for change_done to reach their ticket.  A WARNING reply
+	 * means decided, not active everywhere yet.
 	 */
 	char		change_op;
 	char		change_server[NAMEDATALEN];
 	Oid			change_user;
 	uint64		change_requested;
 	uint64		change_done;
-	int			change_elevel;
-	int			change_sqlstate;
-	char		change_message[256];
-	char		change_detail[256];
-	char		change_hint[160];
+	DistseqWorkerReply change_reply;
 } DistseqDbWorker;
 
 typedef struct DistseqShared
@@ -363,7 +372,6 @@ extern bool distseq_seq_held(DistseqSeq *seq);
 extern char *distseq_database_name(Oid dboid);
 
 /* src/inuse.c */
-extern void distseq_inuse_init(void);
 extern bool distseq_use_unlocked(DistseqSeq *seq, DistseqMarks *marks,
 								 Oid relid, uint64 gen, uint32 *drops_seen);
 extern bool distseq_used_unlocked(DistseqMarks *marks);

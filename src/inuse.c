@@ -12,7 +12,7 @@
  *
  *	- the user writes its local transaction id into its marks on the entry
  *	  (user_xact), then reads the entry's drop state;
- *	- the dropper, in the object access hook, while it holds the
+ *	- the dropper, in the object access hook (distseq.c), while it holds the
  *	  AccessExclusiveLock, sets the drop state to SCANNING, then reads every
  *	  backend's user_xact, copies each one it will wait for into waited_xact,
  *	  sets the state to SCANNED and waits for those transactions to end.
@@ -52,11 +52,6 @@
  * behind; a user holding AccessShareLock knows that no drop is under way and
  * clears it (distseq_drop_state_clear).
  *
- * The object access hook that sees drops of relations also hands them to
- * ownedby.c (distseq_ownedby_drop) and drops of databases to worker.c
- * (distseq_worker_drop_database): one hook, which every function call in
- * the server passes through.
- *
  * Locking: user_xact is written only by the marks' owner, waited_xact and
  * the drop state only by a dropper, which holds AccessExclusiveLock on the
  * relation (so there is one at a time), DistseqShared->lock in shared mode
@@ -72,9 +67,6 @@
 #include "compat.h"
 
 #include "access/xact.h"
-#include "catalog/objectaccess.h"
-#include "catalog/pg_class.h"
-#include "catalog/pg_database.h"
 #include "miscadmin.h"
 #include "storage/lock.h"
 #include "utils/inval.h"
@@ -92,8 +84,6 @@ typedef struct DropMark
 
 static List *drop_marks = NIL;	/* in TopTransactionContext */
 static bool callbacks_registered = false;
-
-static object_access_hook_type prev_object_access_hook = NULL;
 
 static void inuse_resource_release(ResourceReleasePhase phase, bool isCommit,
 								   bool isTopLevel, void *arg);
@@ -308,26 +298,6 @@ distseq_inuse_wait(Oid relid)
 		pfree(waits);
 }
 
-static void
-inuse_object_access(ObjectAccessType access, Oid classId, Oid objectId,
-					int subId, void *arg)
-{
-	if (prev_object_access_hook)
-		prev_object_access_hook(access, classId, objectId, subId, arg);
-
-	/* every function call passes here: one test for all of them */
-	if (access == OAT_DROP && Distseq != NULL)
-	{
-		if (classId == RelationRelationId && subId == 0)
-		{
-			distseq_inuse_wait(objectId);
-			distseq_ownedby_drop(objectId, ((ObjectAccessDrop *) arg)->dropflags);
-		}
-		else if (classId == DatabaseRelationId)
-			distseq_worker_drop_database(objectId);
-	}
-}
-
 /*
  * Clear the drop state of the entries marked at nest_level or deeper (all
  * of them for 0), where it is still ours.  An entry recycled meanwhile
@@ -407,11 +377,4 @@ inuse_xact(XactEvent event, void *arg)
 {
 	if (event == XACT_EVENT_PREPARE)
 		drop_marks = NIL;
-}
-
-void
-distseq_inuse_init(void)
-{
-	prev_object_access_hook = object_access_hook;
-	object_access_hook = inuse_object_access;
 }

@@ -369,8 +369,9 @@ worker_detach(int code, Datum arg)
 }
 
 /*
- * In a PG_CATCH of the worker: take the error, abort the transaction it
- * broke, and carry on in "cxt" (where the PG_TRY began).
+ * Every PG_CATCH of the worker: take the error, abort the transaction it
+ * broke, and carry on in "cxt" (where the PG_TRY began).  The caller logs
+ * the error, hands it on or frees it.
  */
 static ErrorData *
 worker_catch(MemoryContext cxt)
@@ -463,6 +464,32 @@ worker_copy_message(char *dst, const char *src, int size)
 
 	strlcpy(dst, clean, size);
 	pfree(clean);
+}
+
+/* Set a reply; caller holds Distseq->lock.  NULL texts are empty. */
+static void
+worker_reply_set(DistseqWorkerReply *reply, int elevel, int sqlstate,
+				 const char *message, const char *detail, const char *hint)
+{
+	reply->elevel = elevel;
+	reply->sqlstate = sqlstate;
+	worker_copy_message(reply->message, message ? message : "",
+						sizeof(reply->message));
+	worker_copy_message(reply->detail, detail ? detail : "",
+						sizeof(reply->detail));
+	worker_copy_message(reply->hint, hint ? hint : "", sizeof(reply->hint));
+}
+
+/* Raise the error a reply carries, if it carries one */
+static void
+worker_reply_raise(const DistseqWorkerReply *reply)
+{
+	if (reply->elevel == ERROR)
+		ereport(ERROR,
+				(errcode(reply->sqlstate),
+				 errmsg_internal("%s", reply->message),
+				 reply->detail[0] ? errdetail_internal("%s", reply->detail) : 0,
+				 reply->hint[0] ? errhint("%s", reply->hint) : 0));
 }
 
 /*
@@ -1222,22 +1249,14 @@ worker_agent_pass(const char *focus, ErrorData **focus_error)
 			*focus_error = f->error;
 		ok = false;
 	}
-	if (first)
-	{
-		char	   *m = distseq_clean_text(first->message, sizeof(my_worker->agent_error));
-		char	   *d = distseq_clean_text(first->detail ? first->detail : "",
-										   sizeof(my_worker->agent_detail));
-
-		LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
-		strlcpy(my_worker->agent_error, m, sizeof(my_worker->agent_error));
-		strlcpy(my_worker->agent_detail, d, sizeof(my_worker->agent_detail));
-		LWLockRelease(Distseq->lock);
-	}
-
 	/* tell whoever asked for this pass how it went */
 	LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
-	if (ok)
-		my_worker->agent_error[0] = my_worker->agent_detail[0] = '\0';
+	if (first)
+		worker_reply_set(&my_worker->agent_reply, ERROR,
+						 ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+						 first->message, first->detail, NULL);
+	else
+		worker_reply_set(&my_worker->agent_reply, 0, 0, NULL, NULL, NULL);
 	my_worker->agent_done = Max(my_worker->agent_done, requested);
 	LWLockRelease(Distseq->lock);
 	ConditionVariableBroadcast(&my_worker->agent_cv);
@@ -1331,8 +1350,7 @@ worker_wait(Oid dboid, DistseqDbWorker *w, long timeout_ms,
 typedef struct AgentWait
 {
 	uint64		ticket;
-	char		error[256];
-	char		detail[512];
+	DistseqWorkerReply reply;
 } AgentWait;
 
 static bool
@@ -1342,8 +1360,7 @@ agent_pass_done(DistseqDbWorker *w, void *arg)
 
 	if (w->agent_done < aw->ticket)
 		return false;
-	strlcpy(aw->error, w->agent_error, sizeof(aw->error));
-	strlcpy(aw->detail, w->agent_detail, sizeof(aw->detail));
+	aw->reply = w->agent_reply;
 	return true;
 }
 
@@ -1371,11 +1388,7 @@ distseq_worker_agent_pass(Oid dboid)
 	worker_wait(dboid, w, Max(distseq_refill_timeout, distseq_remote_timeout * 10),
 				agent_pass_done, &aw, _("timed out waiting for the distseq agent"),
 				_("Check the server log for errors of the distseq worker."));
-	if (aw.error[0])
-		ereport(ERROR,
-				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
-				 errmsg("%s", aw.error),
-				 aw.detail[0] ? errdetail_internal("%s", aw.detail) : 0));
+	worker_reply_raise(&aw.reply);
 }
 
 /*
@@ -1418,15 +1431,12 @@ worker_change_pass(void)
 	pgstat_report_activity(STATE_IDLE, NULL);
 
 	LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
-	my_worker->change_elevel = edata ? ERROR : unfinished ? WARNING : 0;
-	my_worker->change_sqlstate = edata ? edata->sqlerrcode : 0;
-	worker_copy_message(my_worker->change_message,
-			edata ? edata->message : unfinished ? unfinished : "",
-			sizeof(my_worker->change_message));
-	worker_copy_message(my_worker->change_detail, edata && edata->detail ? edata->detail : "",
-			sizeof(my_worker->change_detail));
-	worker_copy_message(my_worker->change_hint, edata && edata->hint ? edata->hint : "",
-			sizeof(my_worker->change_hint));
+	if (edata)
+		worker_reply_set(&my_worker->change_reply, ERROR, edata->sqlerrcode,
+						 edata->message, edata->detail, edata->hint);
+	else
+		worker_reply_set(&my_worker->change_reply, unfinished ? WARNING : 0,
+						 0, unfinished, NULL, NULL);
 	my_worker->change_op = 0;
 	my_worker->change_done = ticket;
 	LWLockRelease(Distseq->lock);
@@ -1446,11 +1456,7 @@ typedef struct ChangeWait
 	const char *server_name;
 	Oid			userid;
 	uint64		ticket;			/* 0 until the slot was ours */
-	int			elevel;
-	int			sqlstate;
-	char		message[256];
-	char		detail[256];
-	char		hint[160];
+	DistseqWorkerReply reply;
 } ChangeWait;
 
 /* Hand the change over once the slot is free; then wait for its end */
@@ -1472,11 +1478,7 @@ change_done(DistseqDbWorker *w, void *arg)
 	}
 	if (w->change_done < cw->ticket)
 		return false;
-	cw->elevel = w->change_elevel;
-	cw->sqlstate = w->change_sqlstate;
-	strlcpy(cw->message, w->change_message, sizeof(cw->message));
-	strlcpy(cw->detail, w->change_detail, sizeof(cw->detail));
-	strlcpy(cw->hint, w->change_hint, sizeof(cw->hint));
+	cw->reply = w->change_reply;
 	return true;
 }
 
@@ -1504,16 +1506,11 @@ distseq_worker_change(Oid dboid, char op, const char *server_name, Oid userid)
 				change_done, &cw,
 				_("timed out waiting for the distseq worker to change the membership"),
 				_("The change may still be made: look at distseq_peers."));
-	if (cw.elevel == ERROR)
-		ereport(ERROR,
-				(errcode(cw.sqlstate),
-				 errmsg_internal("%s", cw.message),
-				 cw.detail[0] ? errdetail_internal("%s", cw.detail) : 0,
-				 cw.hint[0] ? errhint("%s", cw.hint) : 0));
-	if (cw.elevel == WARNING)
+	worker_reply_raise(&cw.reply);
+	if (cw.reply.elevel == WARNING)
 		ereport(WARNING,
 				(errmsg("the distseq membership change is decided, but not active on every member yet"),
-				 errdetail_internal("%s", cw.message),
+				 errdetail_internal("%s", cw.reply.message),
 				 errhint("The worker goes on as members become reachable; distseq_peers shows the pending ones.")));
 }
 
@@ -1521,6 +1518,7 @@ distseq_worker_change(Oid dboid, char op, const char *server_name, Oid userid)
 static void
 worker_maybe_run_agent(void)
 {
+	MemoryContext oldcxt = CurrentMemoryContext;
 	volatile bool peers = false;
 
 	if (!TimestampDifferenceExceeds(last_agent_run, GetCurrentTimestamp(),
@@ -1539,8 +1537,7 @@ worker_maybe_run_agent(void)
 	PG_CATCH();
 	{
 		/* no extension here (yet): nothing to do */
-		FlushErrorState();
-		AbortCurrentTransaction();
+		FreeErrorData(worker_catch(oldcxt));
 	}
 	PG_END_TRY();
 	has_peers = peers;
@@ -1578,6 +1575,7 @@ static bool
 worker_release(Oid relid, uint64 gen, DistseqRange *ranges, int nranges,
 			   int64 issued, int64 lost, int64 *dropped)
 {
+	MemoryContext oldcxt = CurrentMemoryContext;
 	volatile bool ok = true;
 
 	PG_TRY();
@@ -1589,9 +1587,13 @@ worker_release(Oid relid, uint64 gen, DistseqRange *ranges, int nranges,
 	}
 	PG_CATCH();
 	{
-		EmitErrorReport();
-		FlushErrorState();
-		AbortCurrentTransaction();
+		ErrorData  *edata = worker_catch(oldcxt);
+
+		ereport(LOG,
+				(errmsg("distseq worker could not write back sequence with relation %u: %s",
+						relid, edata->message),
+				 edata->detail ? errdetail_internal("%s", edata->detail) : 0));
+		FreeErrorData(edata);
 		ok = false;
 		*dropped = 0;
 		for (int r = 0; r < nranges; r++)
