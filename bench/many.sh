@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# distseq benchmark: many sequences, many clients.
+#
+#   bash bench/many.sh            # full run (about 6 minutes)
+#   bash bench/many.sh --quick    # smoke run (about a minute)
+#
+# Options (after --quick, if any, to override it):
+#   --sequences N    sequences of each kind        (full 10000, quick 1000)
+#   --clients C      pgbench clients               (full 200, quick 20)
+#   --duration S     seconds per pgbench run       (full 10, quick 2)
+#   --rounds R       interleaved pgbench rounds    (full 3, quick 1)
+#   --keep           keep the work directory
+#   --no-build       use the installed extension, do not build and install it
+#   --pg MAJOR       PostgreSQL to run on: 15 (default) or one built by
+#                    scripts/build-pg.sh
+#
+# One server with distseq.max_sequences = N + 10 and max_connections =
+# C + 10.  It times creating N distseq sequences (distseq_create, one
+# statement each, as a migration would) against N native sequences
+# (CREATE SEQUENCE ... CACHE 100).  Then pgbench runs C clients, each
+# transaction drawing one value from a sequence chosen at random among the
+# N: distseq_nextval, nextval of the native ones, and distseq_nextval of one
+# single sequence, in interleaved rounds.  Last, the shared memory distseq
+# allocated (pg_shmem_allocations) and what it comes to per sequence.
+# Results in bench/out/many.csv.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+. "$here/scripts/common.sh"
+distseq_lock "$@"
+
+nseq=10000
+clients=200
+duration=10
+rounds=3
+keep=0
+build=1
+pg_major=
+while [ $# -gt 0 ]; do
+	case $1 in
+		--quick) nseq=1000; clients=20; duration=2; rounds=1 ;;
+		--sequences) nseq=$2; shift ;;
+		--clients) clients=$2; shift ;;
+		--duration) duration=$2; shift ;;
+		--rounds) rounds=$2; shift ;;
+		--keep) keep=1 ;;
+		--no-build) build=0 ;;
+		--pg) pg_major=$2; shift ;;
+		-h|--help) script_usage "$0"; exit 0 ;;
+		*) echo "unknown option: $1" >&2; exit 2 ;;
+	esac
+	shift
+done
+
+bench_clock
+
+bench_prepare $build "$pg_major"
+out=$here/bench/out
+mkdir -p "$out"
+bench_workdir dsmany scripts
+trap bench_cleanup EXIT
+
+port=54490
+psql_a() {
+	as_pg "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$work" -p "$port" -d bench "$@"
+}
+
+bench_initdb a "port = $port
+max_connections = $((clients + 10))
+shared_buffers = 256MB
+max_wal_size = 4GB
+shared_preload_libraries = 'distseq'
+distseq.max_sequences = $((nseq + 10))"
+bench_start a
+as_pg "$PGBIN/createdb" -h "$work" -p "$port" bench
+psql_a -c "CREATE EXTENSION distseq" -c "SELECT distseq_create('one')" >/dev/null
+
+# creation, one statement each in autocommit, as a migration would run them
+create_ms() {	# file
+	local t0 t1
+	t0=$(date +%s%N)
+	psql_a -f "$1" >/dev/null
+	t1=$(date +%s%N)
+	echo $(( (t1 - t0) / 1000000 ))
+}
+seq "$nseq" | awk '{ printf "CREATE SEQUENCE n%d CACHE 100;\n", $1 }' > "$work/scripts/native.sql"
+seq "$nseq" | awk '{ printf "SELECT distseq_create(\x27d%d\x27);\n", $1 }' > "$work/scripts/distseq.sql"
+bench_log "creating $nseq native sequences"
+native_ms=$(create_ms "$work/scripts/native.sql")
+bench_log "creating $nseq distseq sequences"
+distseq_ms=$(create_ms "$work/scripts/distseq.sql")
+
+printf '\\set k random(1, %d)\n' "$nseq" > "$work/scripts/many_distseq.sql"
+cp "$work/scripts/many_distseq.sql" "$work/scripts/many_native.sql"
+echo "SELECT distseq_nextval('d' || :k);" >> "$work/scripts/many_distseq.sql"
+echo "SELECT nextval('n' || :k);" >> "$work/scripts/many_native.sql"
+echo "SELECT distseq_nextval('one');" > "$work/scripts/one_distseq.sql"
+chown -R postgres "$work/scripts" 2>/dev/null || true
+
+raw=$work/many.raw
+: > "$raw"
+variants="many_distseq many_native one_distseq"
+# round 0 warms up (every sequence drawn once: entries, first chunks) and
+# is dropped
+for r in $(seq 0 "$rounds"); do
+	set -- $variants
+	# rotate the order every round
+	for i in $(seq $((r % 3))); do set -- "$@" "$1"; shift; done
+	for v in "$@"; do
+		d=$duration
+		[ "$r" -eq 0 ] && d=$(( duration > 3 ? duration : 3 ))
+		bench_log "round $r: $v, $clients clients, ${d}s"
+		tps=$(as_pg "$PGBIN/pgbench" -n -M prepared -h "$work" -p "$port" -c "$clients" -j 2 \
+			-T "$d" -f "$work/scripts/$v.sql" bench 2>&1 |
+			awk '/^tps = / { print $3 }' || true)
+		[ -n "$tps" ] || { echo "pgbench $v measured nothing" >&2; exit 1; }
+		echo "$r,$v,$tps" >> "$raw"
+	done
+done
+
+in_use=$(psql_a -At -c "SELECT count(*) FROM distseq_status")
+shmem=$(psql_a -At -c "SELECT sum(allocated_size) FROM pg_shmem_allocations WHERE name LIKE 'distseq%'")
+psql_a -At -c "SELECT 1 FROM distseq_status WHERE values_issued < 0" | grep -q . &&
+	{ echo "a sequence reports negative values issued" >&2; exit 1; }
+
+csv=$out/many.csv
+{
+	echo "measure,value,unit"
+	echo "create_native,$native_ms,ms"
+	echo "create_distseq,$distseq_ms,ms"
+	awk -F, '$1 > 0 { print $2 "," $3 }' "$raw" | sort -t, -k1,1 -k2,2g | awk -F, '
+		function flush() { if (c) printf "%s,%.1f,tps\n", key, (c % 2 ? v[(c + 1) / 2] : (v[c / 2] + v[c / 2 + 1]) / 2) }
+		$1 != key { flush(); key = $1; c = 0 }
+		{ v[++c] = $2 }
+		END { flush() }'
+	echo "sequences_in_use,$in_use,count"
+	echo "shmem_distseq,$shmem,bytes"
+} > "$csv"
+
+echo
+echo "distseq with many sequences, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores;" \
+	"$nseq sequences of each kind, $clients pgbench clients, median of $rounds interleaved ${duration}s rounds"
+awk -F, -v n="$nseq" -v c="$clients" '
+	NR > 1 { val[$1] = $2 }
+	END {
+		printf "%-58s %12s %10s\n", "measure", "value", "ratio"
+		printf "%-58s %10.1f s %9.2fx\n", "create " n " distseq sequences (x native)", val["create_distseq"] / 1000, val["create_distseq"] / val["create_native"]
+		printf "%-58s %10.1f s\n", "create " n " native sequences CACHE 100", val["create_native"] / 1000
+		printf "%-58s %8.0f tps %9.2fx\n", "distseq_nextval, random one of " n " (x native)", val["many_distseq"], val["many_distseq"] / val["many_native"]
+		printf "%-58s %8.0f tps\n", "nextval CACHE 100, random one of " n, val["many_native"]
+		printf "%-58s %8.0f tps %9.2fx\n", "distseq_nextval, one sequence (many x one)", val["one_distseq"], val["many_distseq"] / val["one_distseq"]
+		printf "%-58s %8.1f MB %7.0f B/seq\n", "distseq shared memory, " val["sequences_in_use"] " sequences in use", val["shmem_distseq"] / 1048576, val["shmem_distseq"] / val["sequences_in_use"]
+	}' "$csv"
