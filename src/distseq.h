@@ -249,10 +249,6 @@ typedef struct DistseqDef
 #define DISTSEQ_VALUE(slot, stripes, stripe) \
 	((slot) * (int64) (stripes) + (stripe))
 
-extern void distseq_slots(int64 start_value, int64 max_value, int32 stripes,
-						  int32 stripe, int64 *first, int64 *last);
-extern int64 distseq_room(int64 top, int64 last, int64 size);
-
 /* windows are all made at once: keep that bounded */
 #define DISTSEQ_MAX_OPEN_WINDOWS	1000
 
@@ -434,15 +430,11 @@ typedef struct DistseqPeer
 	char		name[NAMEDATALEN];
 } DistseqPeer;
 
-extern void distseq_spi_connect(void);
 extern int	distseq_majority(int n);
 extern bool distseq_is_member(DistseqNodeState *st, int64 node_id);
-extern Datum distseq_int8_array(int64 *vals, int n);
-extern int64 *distseq_int8_values(Datum d, int *n);
 extern bool distseq_has_peers(const char *schema);
 extern void distseq_not_member_error(const char *schema, DistseqNodeState *st);
 extern void distseq_check_in_group(const char *schema);
-extern void distseq_note_windows(const char *schema, int minor);
 extern void distseq_node_verify(const char *schema);
 extern void distseq_node_state(const char *schema, DistseqNodeState *state);
 extern DistseqPeer *distseq_peer_of(const char *schema, int64 node_id);
@@ -453,7 +445,6 @@ extern DistseqRemoteResult *distseq_peer_exec(DistseqPeer *peer, const char *sql
 											 char **error);
 extern bool distseq_peer_do(DistseqPeer *peer, const char *sql, int nparams,
 							const char **params, char **error);
-extern char *distseq_hwm_expr(const char *schema);
 extern bool distseq_member_cas(const char *schema, Datum name, int64 epoch,
 							   int64 epoch_id, int64 expected, int64 new_hwm);
 
@@ -509,8 +500,18 @@ extern uint64 distseq_spi_exec(const char *sql, int nargs, Oid *types,
 extern uint64 distseq_spi_exec_once(const char *sql, int nargs, Oid *types,
 									Datum *values, int expect);
 extern int64 distseq_spi_int8(int row, int col);
+extern void distseq_spi_connect(void);
+extern Datum distseq_int8_array(int64 *vals, int n);
+extern int64 *distseq_int8_values(Datum d, int *n);
 extern void distseq_xact_begin(void);
 extern void distseq_xact_commit(void);
+
+/* src/windows.c */
+extern void distseq_slots(int64 start_value, int64 max_value, int32 stripes,
+						  int32 stripe, int64 *first, int64 *last);
+extern int64 distseq_room(int64 top, int64 last, int64 size);
+extern char *distseq_hwm_expr(const char *schema);
+extern void distseq_note_windows(const char *schema, int minor);
 
 /* src/catalog.c */
 extern bool distseq_catalog_lookup(const char *name, DistseqDef *def);

@@ -245,41 +245,6 @@ column_is_identity(Oid relid, const char *column)
 	return identity;
 }
 
-/*
- * The slots of a sequence: slot s is the value s * stripes + stripe, and
- * [*first, *last] are the slots whose values lie in [start_value,
- * max_value].  *first > *last when there is none.
- */
-void
-distseq_slots(int64 start_value, int64 max_value, int32 stripes, int32 stripe,
-			  int64 *first, int64 *last)
-{
-	/* create_sequence() keeps both bounds >= PG_INT64_MIN + stripes */
-	int64		from = start_value - stripe;
-	int64		to = max_value - stripe;
-
-	/* rounding towards the inside of the range, for negative values too */
-	*first = from / stripes + ((from % stripes > 0) ? 1 : 0);
-	*last = to / stripes - ((to % stripes < 0) ? 1 : 0);
-}
-
-/*
- * How many slots from "top" up to "last" (inclusive), at most "size"; no
- * overflow whatever the bounds.
- */
-int64
-distseq_room(int64 top, int64 last, int64 size)
-{
-	uint64		room;
-
-	if (top > last || size <= 0)
-		return 0;
-	room = (uint64) last - (uint64) top + 1;
-	if (room == 0)				/* the whole range of int64 */
-		return size;
-	return (uint64) size < room ? size : (int64) Min(room, (uint64) PG_INT64_MAX);
-}
-
 #define ARG_OR(n, getter, dflt)	(PG_ARGISNULL(n) ? (dflt) : getter(n))
 
 /* The backing relation of a sequence this transaction created */

@@ -24,10 +24,12 @@
 #include "access/xlog.h"
 #include "catalog/indexing.h"
 #include "catalog/pg_extension.h"
+#include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
 #include "common/hashfn.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
@@ -377,4 +379,38 @@ distseq_xact_commit(void)
 {
 	PopActiveSnapshot();
 	CommitTransactionCommand();
+}
+
+/* Connect to SPI, or fail */
+void
+distseq_spi_connect(void)
+{
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+}
+
+/* The elements of a bigint[] datum, and how many there are */
+int64 *
+distseq_int8_values(Datum d, int *n)
+{
+	Datum	   *elems;
+	int64	   *vals;
+
+	deconstruct_array(DatumGetArrayTypeP(d), INT8OID, 8, FLOAT8PASSBYVAL,
+					  TYPALIGN_DOUBLE, &elems, NULL, n);
+	vals = palloc(sizeof(int64) * Max(*n, 1));
+	for (int i = 0; i < *n; i++)
+		vals[i] = DatumGetInt64(elems[i]);
+	return vals;
+}
+
+Datum
+distseq_int8_array(int64 *vals, int n)
+{
+	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		d[i] = Int64GetDatum(vals[i]);
+	return PointerGetDatum(construct_array(d, n, INT8OID, 8, FLOAT8PASSBYVAL,
+										   TYPALIGN_DOUBLE));
 }
