@@ -13,7 +13,7 @@
  *	  already in use.
  *
  * User backends read the tables as the bootstrap superuser with a safe
- * search_path (catalog_enter/catalog_leave), since the tables are not
+ * search_path (distseq_spi_enter_catalog, spi.c), since the tables are not
  * readable by PUBLIC and the queries must not resolve to user objects.
  *
  * Functions that change the catalog, or answer peers for this node, call
@@ -47,35 +47,6 @@ static int64 catalog_rejoin(const char *schema, int minor, const char *name,
 							int64 window_size, int64 min_open,
 							int64 start_value, int64 max_value);
 
-typedef struct CatalogContext
-{
-	Oid			save_userid;
-	int			save_sec_context;
-	int			save_nestlevel;
-} CatalogContext;
-
-static void
-catalog_enter(CatalogContext *cxt)
-{
-	GetUserIdAndSecContext(&cxt->save_userid, &cxt->save_sec_context);
-	SetUserIdAndSecContext(BOOTSTRAP_SUPERUSERID,
-						   cxt->save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
-	cxt->save_nestlevel = NewGUCNestLevel();
-	(void) set_config_option("search_path", "pg_catalog, pg_temp",
-							 PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-}
-
-static void
-catalog_leave(CatalogContext *cxt)
-{
-	SPI_finish();
-	AtEOXact_GUC(true, cxt->save_nestlevel);
-	SetUserIdAndSecContext(cxt->save_userid, cxt->save_sec_context);
-}
-
 /*
  * Read a sequence's definition by name, in the caller's transaction: with
  * "latest", as of now rather than as of the transaction's snapshot.
@@ -84,7 +55,7 @@ catalog_leave(CatalogContext *cxt)
 static bool
 catalog_lookup(const char *name, DistseqDef *def, bool latest)
 {
-	CatalogContext cxt;
+	DistseqSpiContext cxt;
 	int			minor = 0;
 	const char *schema = distseq_catalog_extension(&minor);
 	Oid			types[1] = {TEXTOID};
@@ -93,7 +64,7 @@ catalog_lookup(const char *name, DistseqDef *def, bool latest)
 	bool		found;
 
 	values[0] = CStringGetTextDatum(name);
-	catalog_enter(&cxt);
+	distseq_spi_enter_catalog(&cxt);
 	sql = psprintf("SELECT seqrel::oid::int8, generation, block_size::int8, max_value,"
 				   " %s FROM %s.distseq_sequences WHERE sequence_name = $1",
 				   minor >= 2 ? "stripes::int8, stripe::int8" : "1::int8, 0::int8",
@@ -122,7 +93,7 @@ catalog_lookup(const char *name, DistseqDef *def, bool latest)
 		def->stripes = (int32) distseq_spi_int8(0, 5);
 		def->stripe = (int32) distseq_spi_int8(0, 6);
 	}
-	catalog_leave(&cxt);
+	distseq_spi_leave_catalog(&cxt);
 	return found;
 }
 
@@ -778,7 +749,7 @@ distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 					   int32 min_open, int32 stripes, int32 stripe,
 					   Datum servers)
 {
-	CatalogContext cxt;
+	DistseqSpiContext cxt;
 	int			minor = 0;
 	const char *schema = distseq_catalog_extension(&minor);
 	bool		has_origin = minor >= 1;
@@ -792,7 +763,7 @@ distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 	uint64		gen;
 	bool		local;
 
-	catalog_enter(&cxt);
+	distseq_spi_enter_catalog(&cxt);
 
 	values[0] = CStringGetTextDatum(name);
 	if (distseq_spi_exec(psprintf("SELECT 1 FROM %s.distseq_sequences WHERE sequence_name = $1",
@@ -877,14 +848,14 @@ distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 		distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences SET servers = $2"
 							  " WHERE sequence_name = $1", schema),
 					 2, stypes, svalues, SPI_OK_UPDATE);
-		catalog_leave(&cxt);
+		distseq_spi_leave_catalog(&cxt);
 		distseq_created_note(relid, gen, 0, -1, false);
 		return;
 	}
 	distseq_slots(start_value, max_value, stripes, stripe, &first_slot, &last_slot);
 	local = catalog_ensure_windows(schema, minor, name, stripes, window_size,
 								   min_open, first_slot, last_slot);
-	catalog_leave(&cxt);
+	distseq_spi_leave_catalog(&cxt);
 	distseq_created_note(relid, gen, first_slot, last_slot, local);
 }
 
@@ -903,13 +874,13 @@ distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 void
 distseq_catalog_record_drawn(Oid relid, uint64 gen, int64 first, int64 top)
 {
-	CatalogContext cxt;
+	DistseqSpiContext cxt;
 	int			minor = 0;
 	const char *schema = distseq_catalog_extension(&minor);
 	Oid			types[3] = {TEXTOID, INT8OID, INT8OID};
 	Datum		values[3];
 
-	catalog_enter(&cxt);
+	distseq_spi_enter_catalog(&cxt);
 	if (distseq_spi_exec(psprintf("SELECT sequence_name FROM %s.distseq_sequences"
 								  " WHERE seqrel = $1::oid AND generation = $2"
 								  " FOR NO KEY UPDATE", schema),
@@ -917,7 +888,7 @@ distseq_catalog_record_drawn(Oid relid, uint64 gen, int64 first, int64 top)
 						 (Datum[]) {Int64GetDatum((int64) relid), Int64GetDatum((int64) gen)},
 						 SPI_OK_SELECT) != 1)
 	{
-		catalog_leave(&cxt);
+		distseq_spi_leave_catalog(&cxt);
 		return;
 	}
 	values[0] = CStringGetTextDatum(SPI_getvalue(SPI_tuptable->vals[0],
@@ -948,7 +919,7 @@ distseq_catalog_record_drawn(Oid relid, uint64 gen, int64 first, int64 top)
 							  " WHERE sequence_name = $1",
 							  schema, minor >= 3 ? ", hwm = GREATEST(hwm, $2)" : ""),
 					 3, types, values, SPI_OK_UPDATE);
-	catalog_leave(&cxt);
+	distseq_spi_leave_catalog(&cxt);
 }
 
 /*

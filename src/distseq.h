@@ -485,8 +485,17 @@ extern void distseq_worker_change(Oid dboid, char op, const char *server_name,
 extern PGDLLEXPORT void distseq_worker_main(Datum main_arg);
 
 /* src/spi.c */
+typedef struct DistseqSpiContext
+{
+	Oid			save_userid;
+	int			save_sec_context;
+	int			save_nestlevel;
+} DistseqSpiContext;
+
 extern int	distseq_pin_search_path(void);
 extern void distseq_unpin_search_path(int level);
+extern void distseq_spi_enter_catalog(DistseqSpiContext *cxt);
+extern void distseq_spi_leave_catalog(DistseqSpiContext *cxt);
 extern const char *distseq_catalog_extension(int *minor);
 extern const char *distseq_catalog_schema(void);
 extern const char *distseq_extension_schema(void);

@@ -3,8 +3,10 @@
  * spi.c
  *	  The SPI toolkit every catalog query of distseq goes through: the
  *	  extension's schema and installed version, looked up from pg_extension;
- *	  a search_path pinned to the catalog; statements run with kept plans
- *	  (distseq_spi_exec) or once; the worker's own transactions; and the
+ *	  a search_path pinned to the catalog, and the bootstrap superuser's
+ *	  rights for user backends that read the catalog tables; statements
+ *	  run with kept plans (distseq_spi_exec) or once; bigint[] Datums; the
+ *	  worker's own transactions; and the
  *	  checks that refuse a change on a hot standby or in a read-only
  *	  transaction.
  *
@@ -23,6 +25,7 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/indexing.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_extension.h"
 #include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
@@ -59,6 +62,34 @@ void
 distseq_unpin_search_path(int level)
 {
 	AtEOXact_GUC(true, level);
+}
+
+/*
+ * For user backends that read or write the catalog tables in their own
+ * transaction: as the bootstrap superuser, since the tables are not
+ * readable by PUBLIC, with a search_path pinned to pg_catalog so the
+ * queries never resolve to user objects, and connected to SPI.
+ */
+void
+distseq_spi_enter_catalog(DistseqSpiContext *cxt)
+{
+	GetUserIdAndSecContext(&cxt->save_userid, &cxt->save_sec_context);
+	SetUserIdAndSecContext(BOOTSTRAP_SUPERUSERID,
+						   cxt->save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	cxt->save_nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+}
+
+void
+distseq_spi_leave_catalog(DistseqSpiContext *cxt)
+{
+	SPI_finish();
+	AtEOXact_GUC(true, cxt->save_nestlevel);
+	SetUserIdAndSecContext(cxt->save_userid, cxt->save_sec_context);
 }
 
 /*
