@@ -521,6 +521,18 @@ extern void distseq_slots(int64 start_value, int64 max_value, int32 stripes,
 extern int64 distseq_room(int64 top, int64 last, int64 size);
 extern char *distseq_hwm_expr(const char *schema);
 extern void distseq_note_windows(const char *schema, int minor);
+extern bool distseq_windows_ensure(const char *schema, int minor, const char *name,
+								   int32 stripes, int64 window_size, int64 min_open,
+								   int64 start_value, int64 max_value);
+extern DistseqRange distseq_catalog_reserve(Oid relid, uint64 gen, int64 count,
+											bool account, int64 *issued,
+											int64 *lost, int64 *skipped,
+											bool *need_windows);
+extern int64 distseq_catalog_release(Oid relid, uint64 gen,
+									 DistseqRange *ranges, int nranges,
+									 int64 issued, int64 lost);
+extern void distseq_windows_record_drawn(Oid relid, uint64 gen, int64 first,
+										 int64 top);
 
 /* src/catalog.c */
 extern bool distseq_catalog_lookup(const char *name, DistseqDef *def);
@@ -535,15 +547,6 @@ extern List *distseq_catalog_servers(Oid relid, Oid *owner, int64 *start_value,
 extern void distseq_catalog_set_server_nodes(Oid relid, int64 *nodes, int nnodes);
 extern void distseq_catalog_column_bounds(Oid relid, const char *column,
 										  int64 *max_in_use, int64 *type_max);
-extern DistseqRange distseq_catalog_reserve(Oid relid, uint64 gen, int64 count,
-											bool account, int64 *issued,
-											int64 *lost, int64 *skipped,
-											bool *need_windows);
-extern int64 distseq_catalog_release(Oid relid, uint64 gen,
-									 DistseqRange *ranges, int nranges,
-									 int64 issued, int64 lost);
-extern void distseq_catalog_record_drawn(Oid relid, uint64 gen, int64 first,
-										 int64 top);
 
 /* src/ownedby.c */
 extern Oid	distseq_ownedby_check_table(Oid relid);

@@ -16,7 +16,7 @@
  *	- the counter never goes back, whatever subtransaction drew: ROLLBACK
  *	  TO SAVEPOINT does not make a value come again;
  *	- at PRE_COMMIT and PRE_PREPARE, still in the creating transaction, the
- *	  catalog records every slot cut as reserved (catalog.c), so that once
+ *	  catalog records every slot cut as reserved (windows.c), so that once
  *	  the transaction commits the worker's first refill starts above them.
  *	  That commit is the one that makes the sequence exist: if it is lost
  *	  (abort, crash), so is the sequence, values and all.
@@ -92,7 +92,7 @@ created_record(void)
 
 		if (c->next > c->first &&
 			SearchSysCacheExists1(RELOID, ObjectIdGetDatum(c->relid)))
-			distseq_catalog_record_drawn(c->relid, c->gen, c->first, c->next);
+			distseq_windows_record_drawn(c->relid, c->gen, c->first, c->next);
 	}
 	PopActiveSnapshot();
 	XactReadOnly = read_only;
