@@ -558,10 +558,12 @@ extern void distseq_ownedby_drop(Oid relid, int dropflags);
 /* src/nextval.c */
 extern void distseq_check_name(const char *name);
 extern void distseq_local_discard(void);
-extern void distseq_local_forget(Oid relid, uint64 gen);
 extern void distseq_local_reset(Oid relid);
 
 /* src/increate.c */
+typedef void (*DistseqForgetFn) (Oid relid, uint64 gen);
+
+extern void distseq_created_on_forget(DistseqForgetFn forget);
 extern void distseq_created_note(Oid relid, uint64 gen, int64 first, int64 last,
 								 bool local);
 extern bool distseq_created_here(Oid relid, uint64 gen);

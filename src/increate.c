@@ -62,6 +62,9 @@ static bool recorded = false;
 
 static bool callbacks_registered = false;
 
+/* nextval.c's cache of a sequence to forget; NULL while it has none */
+static DistseqForgetFn forget_local = NULL;
+
 /*
  * The transaction is about to commit or prepare: record what was drawn,
  * while the creations are still uncommitted and so part of it.
@@ -144,10 +147,22 @@ created_subxact(SubXactEvent event, SubTransactionId mySubid,
 
 			if (c->subid != mySubid)
 				continue;
-			distseq_local_forget(c->relid, c->gen);
+			if (forget_local != NULL)
+				forget_local(c->relid, c->gen);
 			created = foreach_delete_current(created, lc);
 		}
 	}
+}
+
+/*
+ * Who keeps a backend-local cache of sequences (nextval.c) hands the
+ * function that forgets one, called when the subtransaction that created
+ * it aborts.
+ */
+void
+distseq_created_on_forget(DistseqForgetFn forget)
+{
+	forget_local = forget;
 }
 
 /*

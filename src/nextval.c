@@ -238,10 +238,12 @@ distseq_local_discard(void)
 /*
  * The subtransaction that created this sequence was rolled back: it exists
  * no more, whatever is left of its block must not be handed out, and
- * nextval must look for it again to say so.
+ * nextval must look for it again to say so.  Called by increate.c, which
+ * knows the creations and is handed this function (it calls no file above
+ * it).
  */
-void
-distseq_local_forget(Oid relid, uint64 gen)
+static void
+local_forget(Oid relid, uint64 gen)
 {
 	HASH_SEQ_STATUS status;
 	LocalSeq   *ls;
@@ -336,6 +338,7 @@ local_lookup(const char *name)
 		CacheRegisterSyscacheCallback(DATABASEOID, local_invalidate_roles,
 									  (Datum) 0);
 		RegisterXactCallback(local_xact, NULL);
+		distseq_created_on_forget(local_forget);
 		pg_atomic_init_u64(&no_stream, 0);
 	}
 	memset(key, 0, sizeof(key));
