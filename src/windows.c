@@ -274,6 +274,119 @@ windows_rejoin(const char *schema, int minor, const char *name, int64 window_siz
 	return skipped + margin;
 }
 
+/* A sequence as the reservation needs it: windows count slots */
+typedef struct WindowsSeq
+{
+	const char *schema;
+	int			minor;
+	char	   *name;
+	int32		stripes;
+	int64		window_size;
+	int64		min_open;
+	int64		first;			/* the first slot */
+	int64		last;			/* the last slot */
+	bool		moved;			/* restored or moved here: rejoin first */
+} WindowsSeq;
+
+/*
+ * Reserve up to "count" slots of a sequence from its first open window, for
+ * either caller below, in a transaction of its own whose caller holds the
+ * sequence's row FOR NO KEY UPDATE.  A catalog restored or moved here
+ * rejoins before it serves anyone (*skipped: the values it skipped, 0
+ * otherwise); then at least min_open_windows windows are kept open before
+ * and after the reservation, which may have closed one.  Returns an empty
+ * range when no window is open.
+ */
+static DistseqRange
+windows_reserve(const WindowsSeq *seq, int64 count, int64 *skipped)
+{
+	DistseqRange r;
+
+	*skipped = 0;
+	if (seq->moved)
+		*skipped = windows_rejoin(seq->schema, seq->minor, seq->name,
+								  seq->window_size, seq->min_open,
+								  seq->first, seq->last);
+	distseq_windows_ensure(seq->schema, seq->minor, seq->name, seq->stripes,
+						   seq->window_size, seq->min_open, seq->first, seq->last);
+	r = windows_take(seq->schema, seq->name, count);
+	/* the reservation may have closed a window: open the next one */
+	if (RANGE_SIZE(r) > 0)
+		distseq_windows_ensure(seq->schema, seq->minor, seq->name, seq->stripes,
+							   seq->window_size, seq->min_open, seq->first,
+							   seq->last);
+	return r;
+}
+
+/*
+ * Lock and read the row of the sequence of relation relid, generation gen,
+ * for the worker's reservation (columns as the query below lists them).
+ * *seq gets the sequence; moved when the row says it was made elsewhere.
+ */
+static void
+reserve_lookup(Oid relid, uint64 gen, Datum *where, WindowsSeq *seq)
+{
+	bool		has_origin = seq->minor >= 1;
+	Oid			types[4] = {INT8OID, INT8OID, INT8OID, INT8OID};
+	bool		isnull;
+
+	/* the row lock orders us against distseq_drop and friends */
+	if (distseq_spi_exec(psprintf("SELECT sequence_name, generation, window_size,"
+							  " min_open_windows::int8, start_value, max_value,"
+							  " values_reserved - values_released - values_issued - values_lost,"
+							  " values_issued, values_lost, %s, %s"
+							  " FROM %s.distseq_sequences WHERE seqrel = $1::oid"
+							  " FOR NO KEY UPDATE",
+							  seq->minor >= 2 ? "stripes::int8, stripe::int8" : "1::int8, 0::int8",
+							  has_origin ? "origin_system IS NOT NULL,"
+							  " origin_system = 0 OR origin_system <> $2"
+							  " OR origin_database <> $3::oid OR origin_relation <> $1::oid"
+							  " OR origin_timeline <> $4"
+							  : "false, false",
+							  seq->schema),
+					 4, types, where, SPI_OK_SELECT) != 1 ||
+		(uint64) distseq_spi_int8(0, 2) != gen)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("distseq sequence with relation %u does not exist", relid),
+				 errdetail("It was dropped, or the transaction that creates it has not committed yet.")));
+	seq->name = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+	seq->window_size = distseq_spi_int8(0, 3);
+	seq->min_open = distseq_spi_int8(0, 4);
+	/* windows count slots; see distseq_slots() */
+	seq->stripes = (int32) distseq_spi_int8(0, 10);
+	distseq_slots(distseq_spi_int8(0, 5), distseq_spi_int8(0, 6),
+				  seq->stripes, (int32) distseq_spi_int8(0, 11),
+				  &seq->first, &seq->last);
+	seq->moved = has_origin &&
+		DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+								   12, &isnull)) &&
+		DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+								   13, &isnull));
+}
+
+/*
+ * Nothing was reserved for a sequence whose windows the agent makes: it
+ * needs windows unless its mark is past the end, and a node out of its
+ * group, where the agent never opens one, says so at once.
+ */
+static bool
+reserve_needs_windows(const WindowsSeq *seq)
+{
+	Oid			types[2] = {TEXTOID, INT8OID};
+	Datum		values[2] = {CStringGetTextDatum(seq->name), Int64GetDatum(seq->last)};
+	bool		need;
+
+	distseq_spi_exec(psprintf("SELECT (%s <= $2)::int::int8 FROM %s.distseq_sequences s"
+							  " WHERE s.sequence_name = $1",
+							  distseq_hwm_expr(seq->schema), seq->schema),
+					 2, types, values, SPI_OK_SELECT);
+	need = distseq_spi_int8(0, 1) == 1;
+	if (need)
+		distseq_check_in_group(seq->schema);
+	return need;
+}
+
 /*
  * Reserve up to "count" values of a sequence from its first open window, in
  * the worker's own transaction (the caller starts and commits it).  On the
@@ -289,128 +402,55 @@ distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
 						int64 *issued, int64 *lost, int64 *skipped,
 						bool *need_windows)
 {
-	int32		stripes;
-	int			minor = 0;
-	const char *schema = distseq_catalog_extension(&minor);
-	bool		has_origin = minor >= 1;
+	WindowsSeq	seq;
 	Oid			types[5] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8OID};
 	Datum		values[5];
-	char	   *name;
-	int64		window_size,
-				min_open,
-				start_value,
-				max_value;
-	DistseqRange r = {0, 0};
+	DistseqRange r;
 
+	seq.schema = distseq_catalog_extension(&seq.minor);
 	*need_windows = false;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
 
-	/* the row lock orders us against distseq_drop and friends */
 	values[0] = Int64GetDatum((int64) relid);
 	values[1] = Int64GetDatum((int64) GetSystemIdentifier());
 	values[2] = Int64GetDatum((int64) MyDatabaseId);
 	values[3] = Int64GetDatum((int64) distseq_timeline());
-	if (distseq_spi_exec(psprintf("SELECT sequence_name, generation, window_size,"
-							  " min_open_windows::int8, start_value, max_value,"
-							  " values_reserved - values_released - values_issued - values_lost,"
-							  " values_issued, values_lost, %s, %s"
-							  " FROM %s.distseq_sequences WHERE seqrel = $1::oid"
-							  " FOR NO KEY UPDATE",
-							  minor >= 2 ? "stripes::int8, stripe::int8" : "1::int8, 0::int8",
-							  has_origin ? "origin_system IS NOT NULL,"
-							  " origin_system = 0 OR origin_system <> $2"
-							  " OR origin_database <> $3::oid OR origin_relation <> $1::oid"
-							  " OR origin_timeline <> $4"
-							  : "false, false",
-							  schema),
-					 4, types, values, SPI_OK_SELECT) != 1 ||
-		(uint64) distseq_spi_int8(0, 2) != gen)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("distseq sequence with relation %u does not exist", relid),
-				 errdetail("It was dropped, or the transaction that creates it has not committed yet.")));
-	name = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-	window_size = distseq_spi_int8(0, 3);
-	min_open = distseq_spi_int8(0, 4);
-	/* windows count slots; see distseq_slots() */
-	stripes = (int32) distseq_spi_int8(0, 10);
-	distseq_slots(distseq_spi_int8(0, 5), distseq_spi_int8(0, 6),
-				  stripes, (int32) distseq_spi_int8(0, 11),
-				  &start_value, &max_value);
+	reserve_lookup(relid, gen, values, &seq);
 	if (account)
 	{
 		*issued = distseq_spi_int8(0, 8);
 		*lost = distseq_spi_int8(0, 9) + Max(distseq_spi_int8(0, 7), 0);
 	}
 
-	*skipped = 0;
-	if (has_origin)
+	r = windows_reserve(&seq, count, skipped);
+	if (seq.moved)
 	{
-		bool		isnull;
-		bool		known = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
-													   SPI_tuptable->tupdesc,
-													   12, &isnull));
-		bool		moved = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
-													   SPI_tuptable->tupdesc,
-													   13, &isnull));
-
-		if (known && moved)
-		{
-			*skipped = windows_rejoin(schema, minor, name, window_size, min_open,
-									  start_value, max_value);
-			*lost += *skipped;
-			ereport(LOG,
-					(errmsg("distseq sequence \"%s\" was restored or moved: skipped " INT64_FORMAT " values",
-							name, *skipped)));
-		}
-		/* from now on it lives here */
+		*lost += *skipped;
+		ereport(LOG,
+				(errmsg("distseq sequence \"%s\" was restored or moved: skipped " INT64_FORMAT " values",
+						seq.name, *skipped)));
+	}
+	/* from now on it lives here */
+	if (seq.minor >= 1)
 		distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences"
-							  " SET origin_system = $2, origin_database = $3::oid,"
-							  " origin_relation = $1::oid, origin_timeline = $4"
-							  " WHERE seqrel = $1::oid", schema),
-					 4, types, values, SPI_OK_UPDATE);
-	}
+								  " SET origin_system = $2, origin_database = $3::oid,"
+								  " origin_relation = $1::oid, origin_timeline = $4"
+								  " WHERE seqrel = $1::oid", seq.schema),
+						 4, types, values, SPI_OK_UPDATE);
+	if (RANGE_SIZE(r) == 0 && seq.minor >= 3 && seq.stripes == 1 &&
+		distseq_has_peers(seq.schema))
+		*need_windows = reserve_needs_windows(&seq);
 
-	distseq_windows_ensure(schema, minor, name, stripes, window_size, min_open,
-						   start_value, max_value);
-
-	types[0] = TEXTOID;
-	values[0] = CStringGetTextDatum(name);
-	r = windows_take(schema, name, count);
-	if (RANGE_SIZE(r) > 0)
-	{
-		/* the reservation may have closed a window: open the next one */
-		distseq_windows_ensure(schema, minor, name, stripes, window_size, min_open,
-							   start_value, max_value);
-	}
-	else if (minor >= 3 && stripes == 1 && distseq_has_peers(schema))
-	{
-		Oid			ntypes[2] = {TEXTOID, INT8OID};
-		Datum		nvalues[2] = {CStringGetTextDatum(name), Int64GetDatum(max_value)};
-
-		/* not exhausted unless the mark is past the end: the agent must find more */
-		distseq_spi_exec(psprintf("SELECT (%s <= $2)::int::int8 FROM %s.distseq_sequences s"
-								  " WHERE s.sequence_name = $1",
-								  distseq_hwm_expr(schema), schema),
-						 2, ntypes, nvalues, SPI_OK_SELECT);
-		*need_windows = distseq_spi_int8(0, 1) == 1;
-		/* out of its group, the agent never opens one: say so at once */
-		if (*need_windows)
-			distseq_check_in_group(schema);
-	}
-
-	types[0] = INT8OID;
-	values[0] = Int64GetDatum((int64) relid);
 	values[1] = Int64GetDatum(RANGE_SIZE(r));
 	values[2] = Int64GetDatum(*issued);
 	values[3] = Int64GetDatum(*lost);
 	values[4] = Int64GetDatum(*skipped);
 	distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences"
-						  " SET values_reserved = values_reserved + $2 + $5,"
-						  " values_issued = $3, values_lost = $4"
-						  " WHERE seqrel = $1::oid", schema),
-				 5, types, values, SPI_OK_UPDATE);
+							  " SET values_reserved = values_reserved + $2 + $5,"
+							  " values_issued = $3, values_lost = $4"
+							  " WHERE seqrel = $1::oid", seq.schema),
+					 5, types, values, SPI_OK_UPDATE);
 
 	SPI_finish();
 	return r;
@@ -418,11 +458,12 @@ distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
 
 /*
  * Reserve for a server that draws from this one (a sequence created there
- * with servers => ...): the same reservation, in this server's transaction,
- * which the caller's libpq session commits synchronously; with
- * distseq.standby_ack = all, that commit also waits for this server's
- * standbys, and warns the caller when they do not acknowledge it
- * (standby.c).
+ * with servers => ...): the same reservation (windows_reserve), in this
+ * server's transaction, which the caller's libpq session commits
+ * synchronously; with distseq.standby_ack = all, that commit also waits
+ * for this server's standbys, and warns the caller when they do not
+ * acknowledge it (standby.c).  Only a sequence with one stripe and windows
+ * of its own serves peers: its slots are its values.
  */
 PG_FUNCTION_INFO_V1(distseq_peer_reserve);
 
@@ -431,8 +472,8 @@ distseq_peer_reserve(PG_FUNCTION_ARGS)
 {
 	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	int64		count = PG_GETARG_INT64(1);
-	int			minor = 0;
-	const char *schema = distseq_catalog_extension(&minor);
+	WindowsSeq	seq;
+	int64		skipped;
 	Oid			types[5] = {TEXTOID, INT8OID, INT8OID, INT8OID, INT8OID};
 	Datum		values[5];
 	Datum		result[2];
@@ -440,6 +481,7 @@ distseq_peer_reserve(PG_FUNCTION_ARGS)
 	TupleDesc	tupdesc;
 	DistseqRange r;
 
+	seq.schema = distseq_catalog_extension(&seq.minor);
 	distseq_check_writable("distseq_peer_reserve()");
 	if (count <= 0)
 		ereport(ERROR,
@@ -447,8 +489,8 @@ distseq_peer_reserve(PG_FUNCTION_ARGS)
 				 errmsg("count must be positive")));
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (minor >= 3)
-		distseq_node_verify(schema);
+	if (seq.minor >= 3)
+		distseq_node_verify(seq.schema);
 	/* $2 is filled in below; where this server is: $3 to $5 */
 	values[0] = CStringGetTextDatum(name);
 	values[1] = Int64GetDatum(0);
@@ -461,52 +503,39 @@ distseq_peer_reserve(PG_FUNCTION_ARGS)
 							  "  OR origin_relation <> seqrel::oid OR origin_timeline <> $5))::int::int8"
 							  " FROM %s.distseq_sequences WHERE sequence_name = $1"
 							  " AND stripes = 1 AND servers IS NULL FOR NO KEY UPDATE",
-							  schema),
+							  seq.schema),
 					 5, types, values, SPI_OK_SELECT) != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("distseq sequence \"%s\" does not exist here, or draws from elsewhere",
 						name)));
+	seq.name = name;
+	seq.stripes = 1;
+	seq.window_size = distseq_spi_int8(0, 1);
+	seq.min_open = distseq_spi_int8(0, 2);
+	seq.first = distseq_spi_int8(0, 3);
+	seq.last = distseq_spi_int8(0, 4);
+	seq.moved = distseq_spi_int8(0, 5) != 0;
+
+	r = windows_reserve(&seq, count, &skipped);
+	/* as the worker does before it serves this node */
+	if (seq.moved)
 	{
-		int32		stripes = 1;
-		int64		window_size = distseq_spi_int8(0, 1);
-		int64		min_open = distseq_spi_int8(0, 2);
-		int64		start_value = distseq_spi_int8(0, 3);
-		int64		max_value = distseq_spi_int8(0, 4);
-
-		/*
-		 * A catalog restored or moved here rejoins before it serves anyone,
-		 * as the worker does before it serves this node (see
-		 * distseq_catalog_reserve).
-		 */
-		if (distseq_spi_int8(0, 5) != 0)
-		{
-			int64		skipped = windows_rejoin(schema, minor, name, window_size,
-												 min_open, start_value, max_value);
-
-			values[1] = Int64GetDatum(skipped);
-			distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences"
-									  " SET values_reserved = values_reserved + $2,"
-									  " values_lost = values_lost + $2,"
-									  " origin_system = $3, origin_database = $4::oid,"
-									  " origin_relation = seqrel::oid, origin_timeline = $5"
-									  " WHERE sequence_name = $1",
-									  schema),
-							 5, types, values, SPI_OK_UPDATE);
-		}
-
-		distseq_windows_ensure(schema, minor, name, stripes, window_size, min_open,
-							   start_value, max_value);
-		r = windows_take(schema, name, count);
-		if (RANGE_SIZE(r) > 0)
-			distseq_windows_ensure(schema, minor, name, stripes, window_size, min_open,
-								   start_value, max_value);
+		values[1] = Int64GetDatum(skipped);
+		distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences"
+								  " SET values_reserved = values_reserved + $2,"
+								  " values_lost = values_lost + $2,"
+								  " origin_system = $3, origin_database = $4::oid,"
+								  " origin_relation = seqrel::oid, origin_timeline = $5"
+								  " WHERE sequence_name = $1",
+								  seq.schema),
+						 5, types, values, SPI_OK_UPDATE);
 	}
 	values[1] = Int64GetDatum(RANGE_SIZE(r));
 	distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences"
-						  " SET values_reserved = values_reserved + $2"
-						  " WHERE sequence_name = $1", schema),
-				 2, types, values, SPI_OK_UPDATE);
+							  " SET values_reserved = values_reserved + $2"
+							  " WHERE sequence_name = $1", seq.schema),
+					 2, types, values, SPI_OK_UPDATE);
 	SPI_finish();
 	/* with distseq.standby_ack = all, the answer waits for the standbys */
 	if (RANGE_SIZE(r) > 0)
