@@ -38,8 +38,7 @@ static bool
 catalog_lookup(const char *name, DistseqDef *def, bool latest)
 {
 	DistseqSpiContext cxt;
-	int			minor = 0;
-	const char *schema = distseq_catalog_extension(&minor);
+	DistseqCatalog cat = distseq_catalog();
 	Oid			types[1] = {TEXTOID};
 	Datum		values[1];
 	const char *sql;
@@ -49,8 +48,8 @@ catalog_lookup(const char *name, DistseqDef *def, bool latest)
 	distseq_spi_enter_catalog(&cxt);
 	sql = psprintf("SELECT seqrel::oid::int8, generation, block_size::int8, max_value,"
 				   " %s FROM %s.distseq_sequences WHERE sequence_name = $1",
-				   minor >= 2 ? "stripes::int8, stripe::int8" : "1::int8, 0::int8",
-				   schema);
+				   cat.stripes ? "stripes::int8, stripe::int8" : "1::int8, 0::int8",
+				   cat.schema);
 	if (latest)
 	{
 		SPIPlanPtr	plan = distseq_spi_plan(sql, 1, types);
@@ -107,15 +106,14 @@ List *
 distseq_catalog_servers(Oid relid, Oid *owner, int64 *start_value, int64 **nodes,
 						int *nnodes, MemoryContext cxt)
 {
-	int			minor = 0;
-	const char *schema = distseq_catalog_extension(&minor);
+	DistseqCatalog cat = distseq_catalog();
 	Oid			types[1] = {INT8OID};
 	Datum		values[1] = {Int64GetDatum((int64) relid)};
 	List	   *servers = NIL;
 
 	*nodes = NULL;
 	*nnodes = 0;
-	if (minor < 3)
+	if (!cat.peers)
 		return NIL;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -124,7 +122,7 @@ distseq_catalog_servers(Oid relid, Oid *owner, int64 *start_value, int64 **nodes
 								  " FROM %s.distseq_sequences s"
 								  " JOIN pg_catalog.pg_class c ON c.oid = s.seqrel"
 								  " WHERE s.seqrel = $1::oid",
-								  minor >= 4 ? "s.server_nodes" : "NULL::int8[]", schema),
+								  cat.changes ? "s.server_nodes" : "NULL::int8[]", cat.schema),
 					 1, types, values, SPI_OK_SELECT) > 0)
 	{
 		MemoryContext oldcxt = MemoryContextSwitchTo(cxt);
@@ -149,18 +147,17 @@ distseq_catalog_servers(Oid relid, Oid *owner, int64 *start_value, int64 **nodes
 void
 distseq_catalog_set_server_nodes(Oid relid, int64 *nodes, int nnodes)
 {
-	int			minor = 0;
-	const char *schema = distseq_catalog_extension(&minor);
+	DistseqCatalog cat = distseq_catalog();
 	Oid			types[2] = {INT8OID, INT8ARRAYOID};
 	Datum		values[2];
 
-	if (minor < 4)
+	if (!cat.changes)
 		return;
 	distseq_spi_connect();
 	values[0] = Int64GetDatum((int64) relid);
 	values[1] = distseq_int8_array(nodes, nnodes);
 	distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences SET server_nodes = $2"
-							  " WHERE seqrel = $1::oid", schema),
+							  " WHERE seqrel = $1::oid", cat.schema),
 					 2, types, values, SPI_OK_UPDATE);
 	SPI_finish();
 }
@@ -176,9 +173,7 @@ distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 					   Datum servers)
 {
 	DistseqSpiContext cxt;
-	int			minor = 0;
-	const char *schema = distseq_catalog_extension(&minor);
-	bool		has_origin = minor >= 1;
+	DistseqCatalog cat = distseq_catalog();
 	const char *qname = quote_identifier(name);
 	int64		first_slot;
 	int64		last_slot;
@@ -193,7 +188,7 @@ distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 
 	values[0] = CStringGetTextDatum(name);
 	if (distseq_spi_exec(psprintf("SELECT 1 FROM %s.distseq_sequences WHERE sequence_name = $1",
-							  schema),
+							  cat.schema),
 					 1, types, values, SPI_OK_SELECT) > 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_OBJECT),
@@ -232,27 +227,27 @@ distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 						  " (sequence_name, seqrel, generation, block_size, window_size,"
 						  " min_open_windows, start_value, max_value)"
 						  " VALUES ($1, $2::oid::regclass, $3, $4, $5, $6, $7, $8)",
-						  schema),
+						  cat.schema),
 				 8, types, values, SPI_OK_INSERT);
 
 	if (stripes != 1)
 	{
-		if (minor < 2)
+		if (!cat.stripes)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("striped sequences need distseq 1.2"),
 					 errhint("Run ALTER EXTENSION distseq UPDATE.")));
 		distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences SET stripes = $2, stripe = $3"
-							  " WHERE sequence_name = $1", schema),
+							  " WHERE sequence_name = $1", cat.schema),
 					 3, (Oid[]) {TEXTOID, INT4OID, INT4OID},
 					 (Datum[]) {values[0], Int32GetDatum(stripes), Int32GetDatum(stripe)},
 					 SPI_OK_UPDATE);
 	}
-	if (has_origin)
+	if (cat.origin)
 		distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences"
 							  " SET origin_system = $2, origin_database = $3::oid,"
 							  " origin_relation = $4::oid, origin_timeline = $5"
-							  " WHERE sequence_name = $1", schema),
+							  " WHERE sequence_name = $1", cat.schema),
 					 5, (Oid[]) {TEXTOID, INT8OID, INT8OID, INT8OID, INT8OID},
 					 (Datum[]) {values[0], Int64GetDatum((int64) GetSystemIdentifier()),
 						 Int64GetDatum((int64) MyDatabaseId),
@@ -265,21 +260,21 @@ distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 		Oid			stypes[2] = {TEXTOID, NAMEARRAYOID};
 		Datum		svalues[2] = {values[0], servers};
 
-		if (minor < 3)
+		if (!cat.peers)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("sequences that draw from other servers need distseq 1.3"),
 					 errhint("Run ALTER EXTENSION distseq UPDATE.")));
 		/* no windows here: values come from the servers */
 		distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences SET servers = $2"
-							  " WHERE sequence_name = $1", schema),
+							  " WHERE sequence_name = $1", cat.schema),
 					 2, stypes, svalues, SPI_OK_UPDATE);
 		distseq_spi_leave_catalog(&cxt);
 		distseq_created_note(relid, gen, 0, -1, false);
 		return;
 	}
 	distseq_slots(start_value, max_value, stripes, stripe, &first_slot, &last_slot);
-	local = distseq_windows_ensure(schema, minor, name, stripes, window_size,
+	local = distseq_windows_ensure(&cat, name, stripes, window_size,
 								   min_open, first_slot, last_slot);
 	distseq_spi_leave_catalog(&cxt);
 	distseq_created_note(relid, gen, first_slot, last_slot, local);

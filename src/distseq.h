@@ -485,6 +485,23 @@ extern void distseq_worker_change(Oid dboid, char op, const char *server_name,
 extern PGDLLEXPORT void distseq_worker_main(Datum main_arg);
 
 /* src/spi.c */
+
+/*
+ * The catalog of the installed version: a newer library works with the
+ * catalog of an older version until ALTER EXTENSION distseq UPDATE.
+ */
+typedef struct DistseqCatalog
+{
+	const char *schema;			/* quoted schema of the catalog tables */
+	int			minor;			/* the installed version is 1.minor */
+	bool		origin;			/* 1.1: where each sequence was created */
+	bool		stripes;		/* 1.2: striped sequences */
+	bool		peers;			/* 1.3: peers, servers, high-water marks */
+	bool		changes;		/* 1.4: two-phase membership changes,
+								 * server_nodes, made_windows */
+	bool		owned_by;		/* 1.7: sequences owned by a column */
+} DistseqCatalog;
+
 typedef struct DistseqSpiContext
 {
 	Oid			save_userid;
@@ -496,7 +513,7 @@ extern int	distseq_pin_search_path(void);
 extern void distseq_unpin_search_path(int level);
 extern void distseq_spi_enter_catalog(DistseqSpiContext *cxt);
 extern void distseq_spi_leave_catalog(DistseqSpiContext *cxt);
-extern const char *distseq_catalog_extension(int *minor);
+extern DistseqCatalog distseq_catalog(void);
 extern const char *distseq_catalog_schema(void);
 extern const char *distseq_extension_schema(void);
 extern int	distseq_catalog_minor(void);
@@ -521,7 +538,7 @@ extern void distseq_slots(int64 start_value, int64 max_value, int32 stripes,
 extern int64 distseq_room(int64 top, int64 last, int64 size);
 extern char *distseq_hwm_expr(const char *schema);
 extern void distseq_note_windows(const char *schema, int minor);
-extern bool distseq_windows_ensure(const char *schema, int minor, const char *name,
+extern bool distseq_windows_ensure(const DistseqCatalog *cat, const char *name,
 								   int32 stripes, int64 window_size, int64 min_open,
 								   int64 start_value, int64 max_value);
 extern DistseqRange distseq_catalog_reserve(Oid relid, uint64 gen, int64 count,

@@ -353,7 +353,7 @@ distseq_create_for_column(PG_FUNCTION_ARGS)
 				 errmsg("column \"%s\" of relation \"%s\" does not exist",
 						column, get_rel_name(relid))));
 	/* a catalog older than 1.7 would keep a sequence dropped with its table */
-	owned = distseq_catalog_minor() >= 7;
+	owned = distseq_catalog().owned_by;
 	if (owned)
 		owner = distseq_ownedby_check_table(relid);
 

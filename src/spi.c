@@ -140,29 +140,36 @@ extension_lookup(int *minor)
 }
 
 /*
- * The quoted name of the schema of the catalog tables, for SQL that names
- * them, and the minor number of the installed version.  From 1.5 on it is
- * schema distseq, made by CREATE EXTENSION (which fails if it exists) and
- * owned by the installing superuser, so no other role can rename it or put
- * look-alikes of the tables in its place: SQL run with distseq's rights
- * names it, never a schema that the database's owner may own.  Before 1.5
- * the tables are in the installation schema.
+ * The catalog this library works with: the quoted name of the schema of the
+ * catalog tables, for SQL that names them, and what the installed version
+ * has.  From 1.5 on the schema is distseq, made by CREATE EXTENSION (which
+ * fails if it exists) and owned by the installing superuser, so no other
+ * role can rename it or put look-alikes of the tables in its place: SQL
+ * run with distseq's rights names it, never a schema that the database's
+ * owner may own.  Before 1.5 the tables are in the installation schema.
+ * Looked up at each call, as extension_lookup() says.
  */
-const char *
-distseq_catalog_extension(int *minor)
+DistseqCatalog
+distseq_catalog(void)
 {
+	DistseqCatalog cat;
 	int			m = 0;
 	const char *schema = extension_lookup(&m);
 
-	if (minor)
-		*minor = m;
-	return m >= 5 ? "distseq" : schema;
+	cat.minor = m;
+	cat.origin = m >= 1;
+	cat.stripes = m >= 2;
+	cat.peers = m >= 3;
+	cat.changes = m >= 4;
+	cat.owned_by = m >= 7;
+	cat.schema = m >= 5 ? "distseq" : schema;
+	return cat;
 }
 
 const char *
 distseq_catalog_schema(void)
 {
-	return distseq_catalog_extension(NULL);
+	return distseq_catalog().schema;
 }
 
 /*
@@ -179,10 +186,7 @@ distseq_extension_schema(void)
 int
 distseq_catalog_minor(void)
 {
-	int			minor = 0;
-
-	(void) distseq_catalog_extension(&minor);
-	return minor;
+	return distseq_catalog().minor;
 }
 
 /*

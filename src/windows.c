@@ -123,10 +123,11 @@ windows_top(const char *schema)
  * false when windows are not made here but by the agent's majority protocol.
  */
 bool
-distseq_windows_ensure(const char *schema, int minor, const char *name,
+distseq_windows_ensure(const DistseqCatalog *cat, const char *name,
 					   int32 stripes, int64 window_size, int64 min_open,
 					   int64 start_value, int64 max_value)
 {
+	const char *schema = cat->schema;
 	Oid			types[3] = {TEXTOID, INT8OID, INT8OID};
 	Datum		values[3];
 	int64		open;
@@ -137,7 +138,7 @@ distseq_windows_ensure(const char *schema, int minor, const char *name,
 	 * its majority protocol.  The share lock on the node row, and the note
 	 * made below, order this against a join (change.c).
 	 */
-	if (minor >= 3 && distseq_has_peers(schema) && stripes == 1)
+	if (cat->peers && distseq_has_peers(schema) && stripes == 1)
 		return false;
 
 	values[0] = CStringGetTextDatum(name);
@@ -150,7 +151,7 @@ distseq_windows_ensure(const char *schema, int minor, const char *name,
 						  "         WHERE sequence_name = $1 AND next_hi < window_end),"
 						  " GREATEST(COALESCE(%s, $2), %s)",
 						  schema, windows_top(schema),
-						  minor >= 3 ?
+						  cat->peers ?
 						  psprintf("(SELECT hwm FROM %s.distseq_sequences WHERE sequence_name = $1)",
 								   schema) : "NULL"),
 				 2, types, (Datum[]) {values[0], Int64GetDatum(start_value)},
@@ -171,10 +172,10 @@ distseq_windows_ensure(const char *schema, int minor, const char *name,
 		open++;
 		top = end;
 		if (stripes == 1)
-			distseq_note_windows(schema, minor);
+			distseq_note_windows(schema, cat->minor);
 	}
 	/* a majority of one: this node's mark is the top */
-	if (minor >= 3)
+	if (cat->peers)
 	{
 		values[1] = Int64GetDatum(top);
 		distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences SET hwm = $2"
@@ -226,9 +227,10 @@ windows_take(const char *schema, const char *name, int64 count)
  * Returns the number of values skipped.
  */
 static int64
-windows_rejoin(const char *schema, int minor, const char *name, int64 window_size,
+windows_rejoin(const DistseqCatalog *cat, const char *name, int64 window_size,
 			   int64 min_open, int64 start_value, int64 max_value)
 {
+	const char *schema = cat->schema;
 	Oid			types[3] = {TEXTOID, INT8OID, INT8OID};
 	Datum		values[3];
 	int64		skipped;
@@ -253,7 +255,7 @@ windows_rejoin(const char *schema, int minor, const char *name, int64 window_siz
 	/* above the high-water mark too: it may know wins newer than any window */
 	distseq_spi_exec(psprintf("SELECT GREATEST(COALESCE(%s, $2), %s)",
 							  windows_top(schema),
-							  minor >= 3 ?
+							  cat->peers ?
 							  psprintf("(SELECT hwm FROM %s.distseq_sequences WHERE sequence_name = $1)",
 									   schema) : "NULL"),
 				 2, types, values, SPI_OK_SELECT);
@@ -277,8 +279,7 @@ windows_rejoin(const char *schema, int minor, const char *name, int64 window_siz
 /* A sequence as the reservation needs it: windows count slots */
 typedef struct WindowsSeq
 {
-	const char *schema;
-	int			minor;
+	DistseqCatalog cat;
 	char	   *name;
 	int32		stripes;
 	int64		window_size;
@@ -304,15 +305,15 @@ windows_reserve(const WindowsSeq *seq, int64 count, int64 *skipped)
 
 	*skipped = 0;
 	if (seq->moved)
-		*skipped = windows_rejoin(seq->schema, seq->minor, seq->name,
+		*skipped = windows_rejoin(&seq->cat, seq->name,
 								  seq->window_size, seq->min_open,
 								  seq->first, seq->last);
-	distseq_windows_ensure(seq->schema, seq->minor, seq->name, seq->stripes,
+	distseq_windows_ensure(&seq->cat, seq->name, seq->stripes,
 						   seq->window_size, seq->min_open, seq->first, seq->last);
-	r = windows_take(seq->schema, seq->name, count);
+	r = windows_take(seq->cat.schema, seq->name, count);
 	/* the reservation may have closed a window: open the next one */
 	if (RANGE_SIZE(r) > 0)
-		distseq_windows_ensure(seq->schema, seq->minor, seq->name, seq->stripes,
+		distseq_windows_ensure(&seq->cat, seq->name, seq->stripes,
 							   seq->window_size, seq->min_open, seq->first,
 							   seq->last);
 	return r;
@@ -326,7 +327,6 @@ windows_reserve(const WindowsSeq *seq, int64 count, int64 *skipped)
 static void
 reserve_lookup(Oid relid, uint64 gen, Datum *where, WindowsSeq *seq)
 {
-	bool		has_origin = seq->minor >= 1;
 	Oid			types[4] = {INT8OID, INT8OID, INT8OID, INT8OID};
 	bool		isnull;
 
@@ -337,13 +337,13 @@ reserve_lookup(Oid relid, uint64 gen, Datum *where, WindowsSeq *seq)
 							  " values_issued, values_lost, %s, %s"
 							  " FROM %s.distseq_sequences WHERE seqrel = $1::oid"
 							  " FOR NO KEY UPDATE",
-							  seq->minor >= 2 ? "stripes::int8, stripe::int8" : "1::int8, 0::int8",
-							  has_origin ? "origin_system IS NOT NULL,"
+							  seq->cat.stripes ? "stripes::int8, stripe::int8" : "1::int8, 0::int8",
+							  seq->cat.origin ? "origin_system IS NOT NULL,"
 							  " origin_system = 0 OR origin_system <> $2"
 							  " OR origin_database <> $3::oid OR origin_relation <> $1::oid"
 							  " OR origin_timeline <> $4"
 							  : "false, false",
-							  seq->schema),
+							  seq->cat.schema),
 					 4, types, where, SPI_OK_SELECT) != 1 ||
 		(uint64) distseq_spi_int8(0, 2) != gen)
 		ereport(ERROR,
@@ -358,7 +358,7 @@ reserve_lookup(Oid relid, uint64 gen, Datum *where, WindowsSeq *seq)
 	distseq_slots(distseq_spi_int8(0, 5), distseq_spi_int8(0, 6),
 				  seq->stripes, (int32) distseq_spi_int8(0, 11),
 				  &seq->first, &seq->last);
-	seq->moved = has_origin &&
+	seq->moved = seq->cat.origin &&
 		DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
 								   12, &isnull)) &&
 		DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
@@ -379,11 +379,11 @@ reserve_needs_windows(const WindowsSeq *seq)
 
 	distseq_spi_exec(psprintf("SELECT (%s <= $2)::int::int8 FROM %s.distseq_sequences s"
 							  " WHERE s.sequence_name = $1",
-							  distseq_hwm_expr(seq->schema), seq->schema),
+							  distseq_hwm_expr(seq->cat.schema), seq->cat.schema),
 					 2, types, values, SPI_OK_SELECT);
 	need = distseq_spi_int8(0, 1) == 1;
 	if (need)
-		distseq_check_in_group(seq->schema);
+		distseq_check_in_group(seq->cat.schema);
 	return need;
 }
 
@@ -407,7 +407,7 @@ distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
 	Datum		values[5];
 	DistseqRange r;
 
-	seq.schema = distseq_catalog_extension(&seq.minor);
+	seq.cat = distseq_catalog();
 	*need_windows = false;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -432,14 +432,14 @@ distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
 						seq.name, *skipped)));
 	}
 	/* from now on it lives here */
-	if (seq.minor >= 1)
+	if (seq.cat.origin)
 		distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences"
 								  " SET origin_system = $2, origin_database = $3::oid,"
 								  " origin_relation = $1::oid, origin_timeline = $4"
-								  " WHERE seqrel = $1::oid", seq.schema),
+								  " WHERE seqrel = $1::oid", seq.cat.schema),
 						 4, types, values, SPI_OK_UPDATE);
-	if (RANGE_SIZE(r) == 0 && seq.minor >= 3 && seq.stripes == 1 &&
-		distseq_has_peers(seq.schema))
+	if (RANGE_SIZE(r) == 0 && seq.cat.peers && seq.stripes == 1 &&
+		distseq_has_peers(seq.cat.schema))
 		*need_windows = reserve_needs_windows(&seq);
 
 	values[1] = Int64GetDatum(RANGE_SIZE(r));
@@ -449,7 +449,7 @@ distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
 	distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences"
 							  " SET values_reserved = values_reserved + $2 + $5,"
 							  " values_issued = $3, values_lost = $4"
-							  " WHERE seqrel = $1::oid", seq.schema),
+							  " WHERE seqrel = $1::oid", seq.cat.schema),
 					 5, types, values, SPI_OK_UPDATE);
 
 	SPI_finish();
@@ -481,7 +481,7 @@ distseq_peer_reserve(PG_FUNCTION_ARGS)
 	TupleDesc	tupdesc;
 	DistseqRange r;
 
-	seq.schema = distseq_catalog_extension(&seq.minor);
+	seq.cat = distseq_catalog();
 	distseq_check_writable("distseq_peer_reserve()");
 	if (count <= 0)
 		ereport(ERROR,
@@ -489,8 +489,8 @@ distseq_peer_reserve(PG_FUNCTION_ARGS)
 				 errmsg("count must be positive")));
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (seq.minor >= 3)
-		distseq_node_verify(seq.schema);
+	if (seq.cat.peers)
+		distseq_node_verify(seq.cat.schema);
 	/* $2 is filled in below; where this server is: $3 to $5 */
 	values[0] = CStringGetTextDatum(name);
 	values[1] = Int64GetDatum(0);
@@ -503,7 +503,7 @@ distseq_peer_reserve(PG_FUNCTION_ARGS)
 							  "  OR origin_relation <> seqrel::oid OR origin_timeline <> $5))::int::int8"
 							  " FROM %s.distseq_sequences WHERE sequence_name = $1"
 							  " AND stripes = 1 AND servers IS NULL FOR NO KEY UPDATE",
-							  seq.schema),
+							  seq.cat.schema),
 					 5, types, values, SPI_OK_SELECT) != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
@@ -528,13 +528,13 @@ distseq_peer_reserve(PG_FUNCTION_ARGS)
 								  " origin_system = $3, origin_database = $4::oid,"
 								  " origin_relation = seqrel::oid, origin_timeline = $5"
 								  " WHERE sequence_name = $1",
-								  seq.schema),
+								  seq.cat.schema),
 						 5, types, values, SPI_OK_UPDATE);
 	}
 	values[1] = Int64GetDatum(RANGE_SIZE(r));
 	distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences"
 							  " SET values_reserved = values_reserved + $2"
-							  " WHERE sequence_name = $1", seq.schema),
+							  " WHERE sequence_name = $1", seq.cat.schema),
 					 2, types, values, SPI_OK_UPDATE);
 	SPI_finish();
 	/* with distseq.standby_ack = all, the answer waits for the standbys */
@@ -709,8 +709,8 @@ void
 distseq_windows_record_drawn(Oid relid, uint64 gen, int64 first, int64 top)
 {
 	DistseqSpiContext cxt;
-	int			minor = 0;
-	const char *schema = distseq_catalog_extension(&minor);
+	DistseqCatalog cat = distseq_catalog();
+	const char *schema = cat.schema;
 	Oid			types[3] = {TEXTOID, INT8OID, INT8OID};
 	Datum		values[3];
 
@@ -751,7 +751,7 @@ distseq_windows_record_drawn(Oid relid, uint64 gen, int64 first, int64 top)
 							  " SET values_reserved = values_reserved + $3,"
 							  " values_issued = values_issued + $3%s"
 							  " WHERE sequence_name = $1",
-							  schema, minor >= 3 ? ", hwm = GREATEST(hwm, $2)" : ""),
+							  schema, cat.peers ? ", hwm = GREATEST(hwm, $2)" : ""),
 					 3, types, values, SPI_OK_UPDATE);
 	distseq_spi_leave_catalog(&cxt);
 }
