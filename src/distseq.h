@@ -574,6 +574,7 @@ extern void distseq_ownedby_drop(Oid relid, int dropflags);
 
 /* src/nextval.c */
 extern void distseq_check_name(const char *name);
+extern char *distseq_name_arg(FunctionCallInfo fcinfo);
 extern void distseq_local_discard(void);
 extern void distseq_local_reset(Oid relid);
 

@@ -283,8 +283,9 @@ local_xact(XactEvent event, void *arg)
 		local_lock_for_prepare();
 }
 
-static char *
-name_from_arg(FunctionCallInfo fcinfo)
+/* The sequence name a SQL function got as its first argument, checked */
+char *
+distseq_name_arg(FunctionCallInfo fcinfo)
 {
 	char	   *name;
 
@@ -408,7 +409,7 @@ local_find_slow(FunctionCallInfo fcinfo)
 	const Node *expr = fcinfo->flinfo->fn_expr;
 	LocalSeq   *ls;
 
-	ls = local_lookup(name_from_arg(fcinfo));
+	ls = local_lookup(distseq_name_arg(fcinfo));
 	if (expr != NULL)
 	{
 		SiteHint   *hint = SITE_HINT(expr);

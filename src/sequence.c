@@ -438,12 +438,7 @@ distseq_drop(PG_FUNCTION_ARGS)
 
 	distseq_check_loaded();
 	distseq_check_writable("distseq_drop()");
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("distseq sequence name must not be null")));
-	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	distseq_check_name(name);
+	name = distseq_name_arg(fcinfo);
 	if (!distseq_catalog_lookup(name, &def))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
