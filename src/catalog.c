@@ -21,9 +21,11 @@
 
 #include "distseq.h"
 
+#include "access/htup_details.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
@@ -94,6 +96,101 @@ bool
 distseq_catalog_lookup_latest(const char *name, DistseqDef *def)
 {
 	return catalog_lookup(name, def, true);
+}
+
+/*
+ * Reserve for a server that draws from this one (a sequence created there
+ * with servers => ...): the same reservation as the worker's
+ * (distseq_windows_reserve, windows.c), in this server's transaction,
+ * which the caller's libpq session commits synchronously; with
+ * distseq.standby_ack = all, that commit also waits for this server's
+ * standbys, and warns the caller when they do not acknowledge it
+ * (standby.c).  Only a sequence with one stripe and windows of its own
+ * serves peers: its slots are its values.  Its row is locked FOR NO KEY
+ * UPDATE, as for the worker's reservation.
+ */
+PG_FUNCTION_INFO_V1(distseq_peer_reserve);
+
+Datum
+distseq_peer_reserve(PG_FUNCTION_ARGS)
+{
+	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	int64		count = PG_GETARG_INT64(1);
+	DistseqWindowsSeq	seq;
+	int64		skipped;
+	Oid			types[5] = {TEXTOID, INT8OID, INT8OID, INT8OID, INT8OID};
+	Datum		values[5];
+	Datum		result[2];
+	bool		nulls[2] = {0};
+	TupleDesc	tupdesc;
+	DistseqRange r;
+
+	seq.cat = distseq_catalog();
+	distseq_check_writable("distseq_peer_reserve()");
+	if (count <= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("count must be positive")));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (seq.cat.peers)
+		distseq_node_verify(seq.cat.schema);
+	/* $2 is filled in below; where this server is: $3 to $5 */
+	values[0] = CStringGetTextDatum(name);
+	values[1] = Int64GetDatum(0);
+	values[2] = Int64GetDatum((int64) GetSystemIdentifier());
+	values[3] = Int64GetDatum((int64) MyDatabaseId);
+	values[4] = Int64GetDatum((int64) distseq_timeline());
+	if (distseq_spi_exec(psprintf("SELECT window_size, min_open_windows::int8, start_value, max_value,"
+							  " (origin_system IS NOT NULL AND (origin_system = 0"
+							  "  OR origin_system <> $3 OR origin_database <> $4::oid"
+							  "  OR origin_relation <> seqrel::oid OR origin_timeline <> $5))::int::int8"
+							  " FROM %s.distseq_sequences WHERE sequence_name = $1"
+							  " AND stripes = 1 AND servers IS NULL FOR NO KEY UPDATE",
+							  seq.cat.schema),
+					 5, types, values, SPI_OK_SELECT) != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("distseq sequence \"%s\" does not exist here, or draws from elsewhere",
+						name)));
+	seq.name = name;
+	seq.stripes = 1;
+	seq.window_size = distseq_spi_int8(0, 1);
+	seq.min_open = distseq_spi_int8(0, 2);
+	seq.first = distseq_spi_int8(0, 3);
+	seq.last = distseq_spi_int8(0, 4);
+	seq.moved = distseq_spi_int8(0, 5) != 0;
+
+	r = distseq_windows_reserve(&seq, count, &skipped);
+	/* as the worker does before it serves this node */
+	if (seq.moved)
+	{
+		values[1] = Int64GetDatum(skipped);
+		distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences"
+								  " SET values_reserved = values_reserved + $2,"
+								  " values_lost = values_lost + $2,"
+								  " origin_system = $3, origin_database = $4::oid,"
+								  " origin_relation = seqrel::oid, origin_timeline = $5"
+								  " WHERE sequence_name = $1",
+								  seq.cat.schema),
+						 5, types, values, SPI_OK_UPDATE);
+	}
+	values[1] = Int64GetDatum(RANGE_SIZE(r));
+	distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences"
+							  " SET values_reserved = values_reserved + $2"
+							  " WHERE sequence_name = $1", seq.cat.schema),
+					 2, types, values, SPI_OK_UPDATE);
+	SPI_finish();
+	/* with distseq.standby_ack = all, the answer waits for the standbys */
+	if (RANGE_SIZE(r) > 0)
+		distseq_standby_ack_at_commit();
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	result[0] = Int64GetDatum(r.lo);
+	result[1] = Int64GetDatum(r.hi);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc),
+													  result, nulls)));
 }
 
 /*

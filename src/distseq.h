@@ -538,9 +538,25 @@ extern void distseq_slots(int64 start_value, int64 max_value, int32 stripes,
 extern int64 distseq_room(int64 top, int64 last, int64 size);
 extern char *distseq_hwm_expr(const char *schema);
 extern void distseq_note_windows(const char *schema, int minor);
+
+/* A sequence as the reservation needs it: windows count slots */
+typedef struct DistseqWindowsSeq
+{
+	DistseqCatalog cat;
+	char	   *name;
+	int32		stripes;
+	int64		window_size;
+	int64		min_open;
+	int64		first;			/* the first slot */
+	int64		last;			/* the last slot */
+	bool		moved;			/* restored or moved here: rejoin first */
+} DistseqWindowsSeq;
+
 extern bool distseq_windows_ensure(const DistseqCatalog *cat, const char *name,
 								   int32 stripes, int64 window_size, int64 min_open,
 								   int64 start_value, int64 max_value);
+extern DistseqRange distseq_windows_reserve(const DistseqWindowsSeq *seq,
+											int64 count, int64 *skipped);
 extern DistseqRange distseq_catalog_reserve(Oid relid, uint64 gen, int64 count,
 											bool account, int64 *issued,
 											int64 *lost, int64 *skipped,

@@ -10,8 +10,8 @@
  *
  * Reservations are made only in transactions of their own -- the refill
  * worker's (distseq_catalog_reserve), or the one a peer's libpq session
- * commits (distseq_peer_reserve) -- never in a user's: a rollback there
- * would give back values that are already in use.  The one exception is
+ * commits (distseq_peer_reserve, catalog.c) -- never in a user's: a
+ * rollback there would give back values that are already in use.  The one exception is
  * the transaction that created a sequence, which records at its commit
  * what it drew itself (distseq_windows_record_drawn, increate.c).
  *
@@ -276,30 +276,19 @@ windows_rejoin(const DistseqCatalog *cat, const char *name, int64 window_size,
 	return skipped + margin;
 }
 
-/* A sequence as the reservation needs it: windows count slots */
-typedef struct WindowsSeq
-{
-	DistseqCatalog cat;
-	char	   *name;
-	int32		stripes;
-	int64		window_size;
-	int64		min_open;
-	int64		first;			/* the first slot */
-	int64		last;			/* the last slot */
-	bool		moved;			/* restored or moved here: rejoin first */
-} WindowsSeq;
-
 /*
  * Reserve up to "count" slots of a sequence from its first open window, for
- * either caller below, in a transaction of its own whose caller holds the
- * sequence's row FOR NO KEY UPDATE.  A catalog restored or moved here
+ * the worker (below) and for a peer (distseq_peer_reserve, catalog.c), in
+ * a transaction of its own whose caller holds the sequence's row FOR NO
+ * KEY UPDATE.  A catalog restored or moved here
  * rejoins before it serves anyone (*skipped: the values it skipped, 0
  * otherwise); then at least min_open_windows windows are kept open before
  * and after the reservation, which may have closed one.  Returns an empty
  * range when no window is open.
  */
-static DistseqRange
-windows_reserve(const WindowsSeq *seq, int64 count, int64 *skipped)
+DistseqRange
+distseq_windows_reserve(const DistseqWindowsSeq *seq, int64 count,
+						int64 *skipped)
 {
 	DistseqRange r;
 
@@ -325,7 +314,7 @@ windows_reserve(const WindowsSeq *seq, int64 count, int64 *skipped)
  * *seq gets the sequence; moved when the row says it was made elsewhere.
  */
 static void
-reserve_lookup(Oid relid, uint64 gen, Datum *where, WindowsSeq *seq)
+reserve_lookup(Oid relid, uint64 gen, Datum *where, DistseqWindowsSeq *seq)
 {
 	Oid			types[4] = {INT8OID, INT8OID, INT8OID, INT8OID};
 	bool		isnull;
@@ -371,7 +360,7 @@ reserve_lookup(Oid relid, uint64 gen, Datum *where, WindowsSeq *seq)
  * group, where the agent never opens one, says so at once.
  */
 static bool
-reserve_needs_windows(const WindowsSeq *seq)
+reserve_needs_windows(const DistseqWindowsSeq *seq)
 {
 	Oid			types[2] = {TEXTOID, INT8OID};
 	Datum		values[2] = {CStringGetTextDatum(seq->name), Int64GetDatum(seq->last)};
@@ -402,7 +391,7 @@ distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
 						int64 *issued, int64 *lost, int64 *skipped,
 						bool *need_windows)
 {
-	WindowsSeq	seq;
+	DistseqWindowsSeq	seq;
 	Oid			types[5] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8OID};
 	Datum		values[5];
 	DistseqRange r;
@@ -423,7 +412,7 @@ distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
 		*lost = distseq_spi_int8(0, 9) + Max(distseq_spi_int8(0, 7), 0);
 	}
 
-	r = windows_reserve(&seq, count, skipped);
+	r = distseq_windows_reserve(&seq, count, skipped);
 	if (seq.moved)
 	{
 		*lost += *skipped;
@@ -454,99 +443,6 @@ distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
 
 	SPI_finish();
 	return r;
-}
-
-/*
- * Reserve for a server that draws from this one (a sequence created there
- * with servers => ...): the same reservation (windows_reserve), in this
- * server's transaction, which the caller's libpq session commits
- * synchronously; with distseq.standby_ack = all, that commit also waits
- * for this server's standbys, and warns the caller when they do not
- * acknowledge it (standby.c).  Only a sequence with one stripe and windows
- * of its own serves peers: its slots are its values.
- */
-PG_FUNCTION_INFO_V1(distseq_peer_reserve);
-
-Datum
-distseq_peer_reserve(PG_FUNCTION_ARGS)
-{
-	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	int64		count = PG_GETARG_INT64(1);
-	WindowsSeq	seq;
-	int64		skipped;
-	Oid			types[5] = {TEXTOID, INT8OID, INT8OID, INT8OID, INT8OID};
-	Datum		values[5];
-	Datum		result[2];
-	bool		nulls[2] = {0};
-	TupleDesc	tupdesc;
-	DistseqRange r;
-
-	seq.cat = distseq_catalog();
-	distseq_check_writable("distseq_peer_reserve()");
-	if (count <= 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("count must be positive")));
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	if (seq.cat.peers)
-		distseq_node_verify(seq.cat.schema);
-	/* $2 is filled in below; where this server is: $3 to $5 */
-	values[0] = CStringGetTextDatum(name);
-	values[1] = Int64GetDatum(0);
-	values[2] = Int64GetDatum((int64) GetSystemIdentifier());
-	values[3] = Int64GetDatum((int64) MyDatabaseId);
-	values[4] = Int64GetDatum((int64) distseq_timeline());
-	if (distseq_spi_exec(psprintf("SELECT window_size, min_open_windows::int8, start_value, max_value,"
-							  " (origin_system IS NOT NULL AND (origin_system = 0"
-							  "  OR origin_system <> $3 OR origin_database <> $4::oid"
-							  "  OR origin_relation <> seqrel::oid OR origin_timeline <> $5))::int::int8"
-							  " FROM %s.distseq_sequences WHERE sequence_name = $1"
-							  " AND stripes = 1 AND servers IS NULL FOR NO KEY UPDATE",
-							  seq.cat.schema),
-					 5, types, values, SPI_OK_SELECT) != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("distseq sequence \"%s\" does not exist here, or draws from elsewhere",
-						name)));
-	seq.name = name;
-	seq.stripes = 1;
-	seq.window_size = distseq_spi_int8(0, 1);
-	seq.min_open = distseq_spi_int8(0, 2);
-	seq.first = distseq_spi_int8(0, 3);
-	seq.last = distseq_spi_int8(0, 4);
-	seq.moved = distseq_spi_int8(0, 5) != 0;
-
-	r = windows_reserve(&seq, count, &skipped);
-	/* as the worker does before it serves this node */
-	if (seq.moved)
-	{
-		values[1] = Int64GetDatum(skipped);
-		distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences"
-								  " SET values_reserved = values_reserved + $2,"
-								  " values_lost = values_lost + $2,"
-								  " origin_system = $3, origin_database = $4::oid,"
-								  " origin_relation = seqrel::oid, origin_timeline = $5"
-								  " WHERE sequence_name = $1",
-								  seq.cat.schema),
-						 5, types, values, SPI_OK_UPDATE);
-	}
-	values[1] = Int64GetDatum(RANGE_SIZE(r));
-	distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences"
-							  " SET values_reserved = values_reserved + $2"
-							  " WHERE sequence_name = $1", seq.cat.schema),
-					 2, types, values, SPI_OK_UPDATE);
-	SPI_finish();
-	/* with distseq.standby_ack = all, the answer waits for the standbys */
-	if (RANGE_SIZE(r) > 0)
-		distseq_standby_ack_at_commit();
-
-	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
-	result[0] = Int64GetDatum(r.lo);
-	result[1] = Int64GetDatum(r.hi);
-	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc),
-													  result, nulls)));
 }
 
 static int
