@@ -259,34 +259,35 @@ distseq_catalog_set_server_nodes(Oid relid, int64 *nodes, int nnodes)
 	SPI_finish();
 }
 
-/*
- * Create a sequence: its backing relation, owned by "owner", its catalog row
- * and its first windows, all in the caller's transaction.
- */
-void
-distseq_catalog_create(const char *name, Oid owner, int32 block_size,
-					   int64 window_size, int64 start_value, int64 max_value,
-					   int32 min_open, int32 stripes, int32 stripe,
-					   Datum servers)
+/* A random generation: never the same for two sequences, never 0 */
+static uint64
+catalog_new_generation(void)
 {
-	DistseqSpiContext cxt;
-	DistseqCatalog cat = distseq_catalog();
-	const char *qname = quote_identifier(name);
-	int64		first_slot;
-	int64		last_slot;
-	Oid			types[8] = {TEXTOID, INT8OID, INT8OID, INT4OID, INT8OID,
-	INT4OID, INT8OID, INT8OID};
-	Datum		values[8];
-	Oid			relid;
 	uint64		gen;
-	bool		local;
 
-	distseq_spi_enter_catalog(&cxt);
+	do
+	{
+		if (!pg_strong_random(&gen, sizeof(gen)))
+			elog(ERROR, "could not generate a random number");
+		gen &= PG_INT64_MAX;
+	} while (gen == 0);
+	return gen;
+}
 
-	values[0] = CStringGetTextDatum(name);
+/*
+ * Make the backing relation of a new sequence, owned by "owner", in schema
+ * distseq, and return it: a name in the catalog or in that schema already
+ * is refused.  SPI connected, as the bootstrap superuser.
+ */
+static Oid
+catalog_backing_relation(const DistseqCatalog *cat, const char *name, Oid owner)
+{
+	const char *qname = quote_identifier(name);
+
 	if (distseq_spi_exec(psprintf("SELECT 1 FROM %s.distseq_sequences WHERE sequence_name = $1",
-							  cat.schema),
-					 1, types, values, SPI_OK_SELECT) > 0)
+							  cat->schema),
+					 1, (Oid[]) {TEXTOID}, (Datum[]) {CStringGetTextDatum(name)},
+					 SPI_OK_SELECT) > 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_OBJECT),
 				 errmsg("distseq sequence \"%s\" already exists", name)));
@@ -303,16 +304,36 @@ distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 	distseq_spi_exec_once(psprintf("ALTER SEQUENCE distseq.%s OWNER TO %s", qname,
 						  quote_identifier(GetUserNameFromId(owner, false))),
 				 0, NULL, NULL, SPI_OK_UTILITY);
-	relid = get_relname_relid(name, get_namespace_oid("distseq", false));
+	return get_relname_relid(name, get_namespace_oid("distseq", false));
+}
 
-	/* a random generation: never the same for two sequences, never 0 */
-	do
-	{
-		if (!pg_strong_random(&gen, sizeof(gen)))
-			elog(ERROR, "could not generate a random number");
-		gen &= PG_INT64_MAX;
-	} while (gen == 0);
+/*
+ * Create a sequence: its backing relation, owned by "owner", its catalog row
+ * and its first windows, all in the caller's transaction.
+ */
+void
+distseq_catalog_create(const char *name, Oid owner, int32 block_size,
+					   int64 window_size, int64 start_value, int64 max_value,
+					   int32 min_open, int32 stripes, int32 stripe,
+					   Datum servers)
+{
+	DistseqSpiContext cxt;
+	DistseqCatalog cat = distseq_catalog();
+	int64		first_slot;
+	int64		last_slot;
+	Oid			types[8] = {TEXTOID, INT8OID, INT8OID, INT4OID, INT8OID,
+	INT4OID, INT8OID, INT8OID};
+	Datum		values[8];
+	Oid			relid;
+	uint64		gen;
+	bool		local;
 
+	distseq_spi_enter_catalog(&cxt);
+
+	values[0] = CStringGetTextDatum(name);
+	relid = catalog_backing_relation(&cat, name, owner);
+
+	gen = catalog_new_generation();
 	values[1] = Int64GetDatum((int64) relid);
 	values[2] = Int64GetDatum((int64) gen);
 	values[3] = Int32GetDatum(block_size);

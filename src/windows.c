@@ -455,6 +455,97 @@ range_cmp_desc(const void *a, const void *b)
 }
 
 /*
+ * Give one range back, window by window, where its windows still have it
+ * reserved (see below); returns how much went back.  The windows are
+ * locked FOR UPDATE.
+ */
+static int64
+windows_give_back(const char *schema, Oid relid, uint64 gen,
+				  DistseqRange range)
+{
+	Oid			types[4] = {INT8OID, INT8OID, INT8OID, INT8OID};
+	Datum		values[4];
+	int64		back = 0;
+	uint64		nwindows;
+	struct
+	{
+		int64		start;
+		int64		end;
+		int64		next_hi;
+	}		   *w;
+
+	values[0] = Int64GetDatum((int64) relid);
+	values[1] = Int64GetDatum((int64) gen);
+	values[2] = Int64GetDatum(range.lo);
+	values[3] = Int64GetDatum(range.hi);
+	nwindows = distseq_spi_exec(psprintf("SELECT w.window_start, w.window_end, w.next_hi"
+										 " FROM %s.distseq_windows w"
+										 " JOIN %s.distseq_sequences s"
+										 " ON w.sequence_name = s.sequence_name"
+										 " WHERE s.seqrel = $1::oid AND s.generation = $2"
+										 " AND w.window_start < $4 AND w.window_end > $3"
+										 " FOR UPDATE OF w",
+										 schema, schema),
+								4, types, values, SPI_OK_SELECT);
+	w = palloc(sizeof(*w) * Max(nwindows, 1));
+	for (uint64 k = 0; k < nwindows; k++)
+	{
+		w[k].start = distseq_spi_int8(k, 1);
+		w[k].end = distseq_spi_int8(k, 2);
+		w[k].next_hi = distseq_spi_int8(k, 3);
+	}
+	for (uint64 k = 0; k < nwindows; k++)
+	{
+		Oid			wtypes[5] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8OID};
+		Datum		wvalues[5];
+		int64		lo = Max(range.lo, w[k].start);
+		int64		hi = Min(range.hi, w[k].end);
+
+		/* not all of it reserved here: it is not ours to give back */
+		if (hi > w[k].next_hi)
+			continue;
+		wvalues[0] = Int64GetDatum((int64) relid);
+		wvalues[1] = Int64GetDatum((int64) gen);
+		wvalues[2] = Int64GetDatum(w[k].start);
+		wvalues[3] = Int64GetDatum(lo);
+		wvalues[4] = Int64GetDatum(hi);
+		if (hi == w[k].next_hi)
+			distseq_spi_exec(psprintf("UPDATE %s.distseq_windows w SET next_hi = $4"
+									  " FROM %s.distseq_sequences s"
+									  " WHERE s.seqrel = $1::oid AND s.generation = $2"
+									  " AND w.sequence_name = s.sequence_name"
+									  " AND w.window_start = $3",
+									  schema, schema),
+							 5, wtypes, wvalues, SPI_OK_UPDATE);
+		else
+		{
+			/* the upper piece first: it keeps the window's next_hi */
+			distseq_spi_exec(psprintf("INSERT INTO %s.distseq_windows"
+									  " (sequence_name, window_start, window_end, next_hi)"
+									  " SELECT w.sequence_name, $5, w.window_end, w.next_hi"
+									  " FROM %s.distseq_windows w"
+									  " JOIN %s.distseq_sequences s"
+									  " ON w.sequence_name = s.sequence_name"
+									  " WHERE s.seqrel = $1::oid AND s.generation = $2"
+									  " AND w.window_start = $3",
+									  schema, schema, schema),
+							 5, wtypes, wvalues, SPI_OK_INSERT);
+			distseq_spi_exec(psprintf("UPDATE %s.distseq_windows w"
+									  " SET window_end = $5, next_hi = $4"
+									  " FROM %s.distseq_sequences s"
+									  " WHERE s.seqrel = $1::oid AND s.generation = $2"
+									  " AND w.sequence_name = s.sequence_name"
+									  " AND w.window_start = $3",
+									  schema, schema),
+							 5, wtypes, wvalues, SPI_OK_UPDATE);
+		}
+		back += hi - lo;
+	}
+	pfree(w);
+	return back;
+}
+
+/*
  * Give unused ranges back to the windows they came from, in the worker's
  * own transaction, so that a clean restart skips none of them.  A range is
  * handed back only where its window still has it reserved (below next_hi):
@@ -496,81 +587,8 @@ distseq_catalog_release(Oid relid, uint64 gen, DistseqRange *ranges,
 	values[1] = Int64GetDatum((int64) gen);
 	for (int i = 0; i < nranges; i++)
 	{
-		int64		back = 0;
-		uint64		nwindows;
-		struct
-		{
-			int64		start;
-			int64		end;
-			int64		next_hi;
-		}		   *w;
+		int64		back = windows_give_back(schema, relid, gen, ranges[i]);
 
-		values[2] = Int64GetDatum(ranges[i].lo);
-		values[3] = Int64GetDatum(ranges[i].hi);
-		nwindows = distseq_spi_exec(psprintf("SELECT w.window_start, w.window_end, w.next_hi"
-											 " FROM %s.distseq_windows w"
-											 " JOIN %s.distseq_sequences s"
-											 " ON w.sequence_name = s.sequence_name"
-											 " WHERE s.seqrel = $1::oid AND s.generation = $2"
-											 " AND w.window_start < $4 AND w.window_end > $3"
-											 " FOR UPDATE OF w",
-											 schema, schema),
-									4, types, values, SPI_OK_SELECT);
-		w = palloc(sizeof(*w) * Max(nwindows, 1));
-		for (uint64 k = 0; k < nwindows; k++)
-		{
-			w[k].start = distseq_spi_int8(k, 1);
-			w[k].end = distseq_spi_int8(k, 2);
-			w[k].next_hi = distseq_spi_int8(k, 3);
-		}
-		for (uint64 k = 0; k < nwindows; k++)
-		{
-			Oid			wtypes[5] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8OID};
-			Datum		wvalues[5];
-			int64		lo = Max(ranges[i].lo, w[k].start);
-			int64		hi = Min(ranges[i].hi, w[k].end);
-
-			/* not all of it reserved here: it is not ours to give back */
-			if (hi > w[k].next_hi)
-				continue;
-			wvalues[0] = Int64GetDatum((int64) relid);
-			wvalues[1] = Int64GetDatum((int64) gen);
-			wvalues[2] = Int64GetDatum(w[k].start);
-			wvalues[3] = Int64GetDatum(lo);
-			wvalues[4] = Int64GetDatum(hi);
-			if (hi == w[k].next_hi)
-				distseq_spi_exec(psprintf("UPDATE %s.distseq_windows w SET next_hi = $4"
-										  " FROM %s.distseq_sequences s"
-										  " WHERE s.seqrel = $1::oid AND s.generation = $2"
-										  " AND w.sequence_name = s.sequence_name"
-										  " AND w.window_start = $3",
-										  schema, schema),
-								 5, wtypes, wvalues, SPI_OK_UPDATE);
-			else
-			{
-				/* the upper piece first: it keeps the window's next_hi */
-				distseq_spi_exec(psprintf("INSERT INTO %s.distseq_windows"
-										  " (sequence_name, window_start, window_end, next_hi)"
-										  " SELECT w.sequence_name, $5, w.window_end, w.next_hi"
-										  " FROM %s.distseq_windows w"
-										  " JOIN %s.distseq_sequences s"
-										  " ON w.sequence_name = s.sequence_name"
-										  " WHERE s.seqrel = $1::oid AND s.generation = $2"
-										  " AND w.window_start = $3",
-										  schema, schema, schema),
-								 5, wtypes, wvalues, SPI_OK_INSERT);
-				distseq_spi_exec(psprintf("UPDATE %s.distseq_windows w"
-										  " SET window_end = $5, next_hi = $4"
-										  " FROM %s.distseq_sequences s"
-										  " WHERE s.seqrel = $1::oid AND s.generation = $2"
-										  " AND w.sequence_name = s.sequence_name"
-										  " AND w.window_start = $3",
-										  schema, schema),
-								 5, wtypes, wvalues, SPI_OK_UPDATE);
-			}
-			back += hi - lo;
-		}
-		pfree(w);
 		released += back;
 		dropped += RANGE_SIZE(ranges[i]) - back;
 	}
