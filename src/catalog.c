@@ -3,14 +3,21 @@
  * catalog.c
  *	  Queries of distseq's catalog table distseq_sequences, all through SPI:
  *	  reading a sequence's definition, creating one (its first windows are
- *	  opened by windows.c), the servers a sequence draws from.
+ *	  opened by windows.c), the servers a sequence draws from, and the SQL
+ *	  entry point of a peer's reservation (distseq_peer_reserve; the
+ *	  reservation itself is windows.c's).
  *
- * All of it runs in the caller's transaction.  User backends read the
+ * Everything runs in its caller's transaction: a user's for lookups and
+ * creations, the worker's own for the servers, and for a peer's
+ * reservation the one its libpq session commits.  User backends read the
  * tables as the bootstrap superuser with a safe search_path
  * (distseq_spi_enter_catalog, spi.c), since the tables are not readable by
- * PUBLIC and the queries must not resolve to user objects.  No row locks
- * of its own: a creation is ordered against a concurrent one of the same
- * name by the unique index of the names (sequence.c).
+ * PUBLIC and the queries must not resolve to user objects.
+ *
+ * Row locks: a peer's reservation locks the sequence's row FOR NO KEY
+ * UPDATE, as the worker's does (windows.c).  A creation takes none: it is
+ * ordered against a concurrent one of the same name by the unique index of
+ * the names (sequence.c).
  *
  * Functions that change the catalog call distseq_check_writable() (spi.c)
  * first: a hot standby refuses them at once.
