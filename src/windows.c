@@ -17,8 +17,10 @@
  *
  * Locking, all row locks on the catalog tables:
  *	- the sequence's row in distseq_sequences, FOR NO KEY UPDATE, before
- *	  anything is reserved or recorded: it orders us against distseq_drop,
- *	  distseq_setval and friends;
+ *	  anything is reserved (by the reservation's callers) or a creating
+ *	  transaction's draws are recorded: it orders us against distseq_drop,
+ *	  distseq_setval and friends.  A release locks the windows it gives
+ *	  back to and updates the row last;
  *	- a window's row FOR UPDATE SKIP LOCKED to take from it, so that a
  *	  concurrent reserver takes the next window; FOR UPDATE to give back to
  *	  it or close it on a rejoin;
@@ -27,8 +29,10 @@
  *	  (distseq_note_windows) order window making here against a join
  *	  (change.c).
  *
- * Functions that change the catalog call distseq_check_writable() (spi.c)
- * first: a hot standby refuses them at once.
+ * A hot standby never gets here: the worker starts only once recovery has
+ * ended, distseq_peer_reserve calls distseq_check_writable() (spi.c)
+ * first, and a creating transaction on a standby is refused at its
+ * creation.
  *
  *-------------------------------------------------------------------------
  */
