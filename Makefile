@@ -12,6 +12,7 @@ OBJS = \
 	src/ownedby.o \
 	src/spi.o \
 	src/catalog.o \
+	src/windows.o \
 	src/status.o \
 	src/worker.o \
 	src/standby.o \

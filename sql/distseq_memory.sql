@@ -3,26 +3,43 @@ SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS distseq;
 RESET client_min_messages;
 --
--- Shared memory is what README.md states: 64 bytes, plus 3272 bytes per
--- sequence entry (distseq.max_sequences of them), plus 8 + 8 bytes per
--- sequence entry for each backend slot (MaxBackends of them).
+-- Shared memory follows the formula README.md states, with the sizes of
+-- the structs in src/distseq.h (shmem.c, distseq_shmem_size):
+--
+--   size = header + entry * E + (slot + mark * E) * B
+--
+-- E entries (distseq.max_sequences), B backend slots (MaxBackends).  The
+-- struct sizes change with the code and are not pinned here, except the
+-- two the design promises: a backend slot and a backend's mark on an entry
+-- are 8 bytes each, the only terms that grow with B.  What is left once
+-- they are taken off is the header and E entries: positive, and under
+-- 4 kB per entry.  With the defaults (128 entries, 100 connections) it
+-- all stays under a megabyte: the part left, scaled to 128 entries, bounds
+-- header + entry * 128 from above.
 --
 -- MaxBackends: connections, autovacuum workers, background workers, WAL
 -- senders and special workers (the autovacuum launcher; from 18 on,
 -- autovacuum_worker_slots and the slot sync worker too).
 WITH settings AS (
-	SELECT current_setting('distseq.max_sequences')::bigint AS sequences,
+	SELECT current_setting('distseq.max_sequences')::bigint AS entries,
 		   current_setting('max_connections')::bigint
 		   + coalesce(current_setting('autovacuum_worker_slots', true)::bigint + 2,
 					  current_setting('autovacuum_max_workers')::bigint + 1)
 		   + current_setting('max_worker_processes')::bigint
-		   + current_setting('max_wal_senders')::bigint AS backends
+		   + current_setting('max_wal_senders')::bigint AS backends,
+		   100 + coalesce(current_setting('autovacuum_worker_slots', true)::bigint + 2,
+						  current_setting('autovacuum_max_workers')::bigint + 1)
+		   + current_setting('max_worker_processes')::bigint
+		   + current_setting('max_wal_senders')::bigint AS default_backends
+), measured AS (
+	SELECT s.*, a.size - (8 + 8 * s.entries) * s.backends AS per_entries
+	FROM pg_shmem_allocations a, settings s
+	WHERE a.name = 'distseq'
 )
-SELECT a.size = 64 + 3272 * s.sequences + (8 + 8 * s.sequences) * s.backends
-		   AS as_documented,
-	   a.size < 1024 * 1024 AS under_a_megabyte
-FROM pg_shmem_allocations a, settings s
-WHERE a.name = 'distseq';
+SELECT per_entries > 0 AND per_entries < 4096 * entries AS as_documented,
+	   per_entries * 128 / entries + (8 + 8 * 128) * default_backends
+		   < 1024 * 1024 AS defaults_under_a_megabyte
+FROM measured;
 
 --
 -- A backend keeps an entry for each sequence it used, not for each name it

@@ -1,24 +1,26 @@
 /*-------------------------------------------------------------------------
  *
  * catalog.c
- *	  Access to distseq's catalog tables (distseq_sequences and the hi-lo
- *	  windows in distseq_windows), all through SPI.
+ *	  Queries of distseq's catalog table distseq_sequences, all through SPI:
+ *	  reading a sequence's definition, creating one (its first windows are
+ *	  opened by windows.c), the servers a sequence draws from, and the SQL
+ *	  entry point of a peer's reservation (distseq_peer_reserve; the
+ *	  reservation itself is windows.c's).
  *
- * Two kinds of callers use this file:
- *	- user backends, in the caller's transaction, only to read a sequence's
- *	  definition or to create and drop sequences;
- *	- the refill worker, in transactions of its own, to reserve segments
- *	  and to write unused ones back.  Reservations are never made in a
- *	  user's transaction: a rollback there would give back values that are
- *	  already in use.
+ * Everything runs in its caller's transaction: a user's for lookups and
+ * creations, the worker's own for the servers, and for a peer's
+ * reservation the one its libpq session commits.  User backends read the
+ * tables as the bootstrap superuser with a safe search_path
+ * (distseq_spi_enter_catalog, spi.c), since the tables are not readable by
+ * PUBLIC and the queries must not resolve to user objects.
  *
- * User backends read the tables as the bootstrap superuser with a safe
- * search_path (catalog_enter/catalog_leave), since the tables are not
- * readable by PUBLIC and the queries must not resolve to user objects.
+ * Row locks: a peer's reservation locks the sequence's row FOR NO KEY
+ * UPDATE, as the worker's does (windows.c).  A creation takes none: it is
+ * ordered against a concurrent one of the same name by the unique index of
+ * the names (sequence.c).
  *
- * Functions that change the catalog, or answer peers for this node, call
- * distseq_check_writable() or distseq_check_primary() (spi.c) first: a hot
- * standby refuses them at once.
+ * Functions that change the catalog call distseq_check_writable() (spi.c)
+ * first: a hot standby refuses them at once.
  *
  *-------------------------------------------------------------------------
  */
@@ -28,53 +30,13 @@
 
 #include "access/htup_details.h"
 #include "catalog/namespace.h"
-#include "catalog/pg_authid.h"
 #include "catalog/pg_type.h"
-#include "commands/dbcommands.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
-#include "utils/array.h"
 #include "utils/builtins.h"
-#include "utils/guc.h"
 #include "utils/lsyscache.h"
-#include "utils/memutils.h"
-#include "utils/rel.h"
 #include "utils/snapmgr.h"
-#include "utils/syscache.h"
-
-static int64 catalog_rejoin(const char *schema, int minor, const char *name,
-							int64 window_size, int64 min_open,
-							int64 start_value, int64 max_value);
-
-typedef struct CatalogContext
-{
-	Oid			save_userid;
-	int			save_sec_context;
-	int			save_nestlevel;
-} CatalogContext;
-
-static void
-catalog_enter(CatalogContext *cxt)
-{
-	GetUserIdAndSecContext(&cxt->save_userid, &cxt->save_sec_context);
-	SetUserIdAndSecContext(BOOTSTRAP_SUPERUSERID,
-						   cxt->save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
-	cxt->save_nestlevel = NewGUCNestLevel();
-	(void) set_config_option("search_path", "pg_catalog, pg_temp",
-							 PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-}
-
-static void
-catalog_leave(CatalogContext *cxt)
-{
-	SPI_finish();
-	AtEOXact_GUC(true, cxt->save_nestlevel);
-	SetUserIdAndSecContext(cxt->save_userid, cxt->save_sec_context);
-}
 
 /*
  * Read a sequence's definition by name, in the caller's transaction: with
@@ -84,20 +46,19 @@ catalog_leave(CatalogContext *cxt)
 static bool
 catalog_lookup(const char *name, DistseqDef *def, bool latest)
 {
-	CatalogContext cxt;
-	int			minor = 0;
-	const char *schema = distseq_catalog_extension(&minor);
+	DistseqSpiContext cxt;
+	DistseqCatalog cat = distseq_catalog();
 	Oid			types[1] = {TEXTOID};
 	Datum		values[1];
 	const char *sql;
 	bool		found;
 
 	values[0] = CStringGetTextDatum(name);
-	catalog_enter(&cxt);
+	distseq_spi_enter_catalog(&cxt);
 	sql = psprintf("SELECT seqrel::oid::int8, generation, block_size::int8, max_value,"
 				   " %s FROM %s.distseq_sequences WHERE sequence_name = $1",
-				   minor >= 2 ? "stripes::int8, stripe::int8" : "1::int8, 0::int8",
-				   schema);
+				   cat.stripes ? "stripes::int8, stripe::int8" : "1::int8, 0::int8",
+				   cat.schema);
 	if (latest)
 	{
 		SPIPlanPtr	plan = distseq_spi_plan(sql, 1, types);
@@ -122,7 +83,7 @@ catalog_lookup(const char *name, DistseqDef *def, bool latest)
 		def->stripes = (int32) distseq_spi_int8(0, 5);
 		def->stripe = (int32) distseq_spi_int8(0, 6);
 	}
-	catalog_leave(&cxt);
+	distseq_spi_leave_catalog(&cxt);
 	return found;
 }
 
@@ -144,122 +105,16 @@ distseq_catalog_lookup_latest(const char *name, DistseqDef *def)
 	return catalog_lookup(name, def, true);
 }
 
-/* The end of the highest window of sequence $1, by index */
-static char *
-catalog_top_window(const char *schema)
-{
-	return psprintf("(SELECT window_end FROM %s.distseq_windows"
-					" WHERE sequence_name = $1 ORDER BY window_start DESC LIMIT 1)",
-					schema);
-}
-
-/*
- * Keep at least min_open_windows open windows, each new one above the
- * highest window the sequence ever had.  Needs an SPI connection.  Returns
- * false when windows are not made here but by the agent's majority protocol.
- */
-static bool
-catalog_ensure_windows(const char *schema, int minor, const char *name,
-					   int32 stripes, int64 window_size, int64 min_open,
-					   int64 start_value, int64 max_value)
-{
-	Oid			types[3] = {TEXTOID, INT8OID, INT8OID};
-	Datum		values[3];
-	int64		open;
-	int64		top;
-
-	/*
-	 * With peers, windows of the sequences the agent keeps come only from
-	 * its majority protocol.  The share lock on the node row, and the note
-	 * made below, order this against a join (change.c).
-	 */
-	if (minor >= 3 && distseq_has_peers(schema) && stripes == 1)
-		return false;
-
-	values[0] = CStringGetTextDatum(name);
-	/*
-	 * Closed windows are never deleted: count only open ones (the partial
-	 * index), and find the top through the highest window_start (windows
-	 * never overlap), so neither grows with the history.
-	 */
-	distseq_spi_exec(psprintf("SELECT (SELECT count(*) FROM %s.distseq_windows"
-						  "         WHERE sequence_name = $1 AND next_hi < window_end),"
-						  " GREATEST(COALESCE(%s, $2), %s)",
-						  schema, catalog_top_window(schema),
-						  minor >= 3 ?
-						  psprintf("(SELECT hwm FROM %s.distseq_sequences WHERE sequence_name = $1)",
-								   schema) : "NULL"),
-				 2, types, (Datum[]) {values[0], Int64GetDatum(start_value)},
-				 SPI_OK_SELECT);
-	open = distseq_spi_int8(0, 1);
-	top = distseq_spi_int8(0, 2);
-
-	while (open < min_open && top <= max_value)
-	{
-		int64		end = top + distseq_room(top, max_value, window_size);
-
-		values[1] = Int64GetDatum(top);
-		values[2] = Int64GetDatum(end);
-		distseq_spi_exec(psprintf("INSERT INTO %s.distseq_windows"
-							  " (sequence_name, window_start, window_end, next_hi)"
-							  " VALUES ($1, $2, $3, $2)", schema),
-					 3, types, values, SPI_OK_INSERT);
-		open++;
-		top = end;
-		if (stripes == 1)
-			distseq_note_windows(schema, minor);
-	}
-	/* a majority of one: this node's mark is the top */
-	if (minor >= 3)
-	{
-		values[1] = Int64GetDatum(top);
-		distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences SET hwm = $2"
-							  " WHERE sequence_name = $1 AND hwm IS DISTINCT FROM $2",
-							  schema),
-					 2, types, values, SPI_OK_UPDATE);
-	}
-	return true;
-}
-
-/*
- * Advance next_hi of the first open window by at most "count" slots and
- * return what was taken; an empty range when no window is open.  SKIP
- * LOCKED lets a concurrent reserver take the next window.
- */
-static DistseqRange
-catalog_take(const char *schema, const char *name, int64 count)
-{
-	Oid			types[3] = {TEXTOID, INT8OID, INT8OID};
-	Datum		values[3];
-	DistseqRange r = {0, 0};
-
-	values[0] = CStringGetTextDatum(name);
-	if (distseq_spi_exec(psprintf("SELECT window_start, next_hi, window_end"
-							  " FROM %s.distseq_windows"
-							  " WHERE sequence_name = $1 AND next_hi < window_end"
-							  " ORDER BY window_start LIMIT 1"
-							  " FOR UPDATE SKIP LOCKED", schema),
-					 1, types, values, SPI_OK_SELECT) != 1)
-		return r;
-
-	r.lo = distseq_spi_int8(0, 2);
-	r.hi = r.lo + distseq_room(r.lo, distseq_spi_int8(0, 3) - 1, count);
-	values[1] = distseq_spi_int8(0, 1);
-	values[2] = Int64GetDatum(r.hi);
-	distseq_spi_exec(psprintf("UPDATE %s.distseq_windows SET next_hi = $3"
-						  " WHERE sequence_name = $1 AND window_start = $2",
-						  schema),
-				 3, types, values, SPI_OK_UPDATE);
-	return r;
-}
-
 /*
  * Reserve for a server that draws from this one (a sequence created there
- * with servers => ...): the same reservation, in this server's transaction,
+ * with servers => ...): the same reservation as the worker's
+ * (distseq_windows_reserve, windows.c), in this server's transaction,
  * which the caller's libpq session commits synchronously; with
  * distseq.standby_ack = all, that commit also waits for this server's
  * standbys, and warns the caller when they do not acknowledge it
- * (standby.c).
+ * (standby.c).  Only a sequence with one stripe and windows of its own
+ * serves peers: its slots are its values.  Its row is locked FOR NO KEY
+ * UPDATE, as for the worker's reservation.
  */
 PG_FUNCTION_INFO_V1(distseq_peer_reserve);
 
@@ -268,8 +123,8 @@ distseq_peer_reserve(PG_FUNCTION_ARGS)
 {
 	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
 	int64		count = PG_GETARG_INT64(1);
-	int			minor = 0;
-	const char *schema = distseq_catalog_extension(&minor);
+	DistseqWindowsSeq	seq;
+	int64		skipped;
 	Oid			types[5] = {TEXTOID, INT8OID, INT8OID, INT8OID, INT8OID};
 	Datum		values[5];
 	Datum		result[2];
@@ -277,6 +132,7 @@ distseq_peer_reserve(PG_FUNCTION_ARGS)
 	TupleDesc	tupdesc;
 	DistseqRange r;
 
+	seq.cat = distseq_catalog();
 	distseq_check_writable("distseq_peer_reserve()");
 	if (count <= 0)
 		ereport(ERROR,
@@ -284,8 +140,8 @@ distseq_peer_reserve(PG_FUNCTION_ARGS)
 				 errmsg("count must be positive")));
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
-	if (minor >= 3)
-		distseq_node_verify(schema);
+	if (seq.cat.peers)
+		distseq_node_verify(seq.cat.schema);
 	/* $2 is filled in below; where this server is: $3 to $5 */
 	values[0] = CStringGetTextDatum(name);
 	values[1] = Int64GetDatum(0);
@@ -298,52 +154,39 @@ distseq_peer_reserve(PG_FUNCTION_ARGS)
 							  "  OR origin_relation <> seqrel::oid OR origin_timeline <> $5))::int::int8"
 							  " FROM %s.distseq_sequences WHERE sequence_name = $1"
 							  " AND stripes = 1 AND servers IS NULL FOR NO KEY UPDATE",
-							  schema),
+							  seq.cat.schema),
 					 5, types, values, SPI_OK_SELECT) != 1)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("distseq sequence \"%s\" does not exist here, or draws from elsewhere",
 						name)));
+	seq.name = name;
+	seq.stripes = 1;
+	seq.window_size = distseq_spi_int8(0, 1);
+	seq.min_open = distseq_spi_int8(0, 2);
+	seq.first = distseq_spi_int8(0, 3);
+	seq.last = distseq_spi_int8(0, 4);
+	seq.moved = distseq_spi_int8(0, 5) != 0;
+
+	r = distseq_windows_reserve(&seq, count, &skipped);
+	/* as the worker does before it serves this node */
+	if (seq.moved)
 	{
-		int32		stripes = 1;
-		int64		window_size = distseq_spi_int8(0, 1);
-		int64		min_open = distseq_spi_int8(0, 2);
-		int64		start_value = distseq_spi_int8(0, 3);
-		int64		max_value = distseq_spi_int8(0, 4);
-
-		/*
-		 * A catalog restored or moved here rejoins before it serves anyone,
-		 * as the worker does before it serves this node (see
-		 * distseq_catalog_reserve).
-		 */
-		if (distseq_spi_int8(0, 5) != 0)
-		{
-			int64		skipped = catalog_rejoin(schema, minor, name, window_size,
-												 min_open, start_value, max_value);
-
-			values[1] = Int64GetDatum(skipped);
-			distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences"
-									  " SET values_reserved = values_reserved + $2,"
-									  " values_lost = values_lost + $2,"
-									  " origin_system = $3, origin_database = $4::oid,"
-									  " origin_relation = seqrel::oid, origin_timeline = $5"
-									  " WHERE sequence_name = $1",
-									  schema),
-							 5, types, values, SPI_OK_UPDATE);
-		}
-
-		catalog_ensure_windows(schema, minor, name, stripes, window_size, min_open,
-							   start_value, max_value);
-		r = catalog_take(schema, name, count);
-		if (RANGE_SIZE(r) > 0)
-			catalog_ensure_windows(schema, minor, name, stripes, window_size, min_open,
-								   start_value, max_value);
+		values[1] = Int64GetDatum(skipped);
+		distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences"
+								  " SET values_reserved = values_reserved + $2,"
+								  " values_lost = values_lost + $2,"
+								  " origin_system = $3, origin_database = $4::oid,"
+								  " origin_relation = seqrel::oid, origin_timeline = $5"
+								  " WHERE sequence_name = $1",
+								  seq.cat.schema),
+						 5, types, values, SPI_OK_UPDATE);
 	}
 	values[1] = Int64GetDatum(RANGE_SIZE(r));
 	distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences"
-						  " SET values_reserved = values_reserved + $2"
-						  " WHERE sequence_name = $1", schema),
-				 2, types, values, SPI_OK_UPDATE);
+							  " SET values_reserved = values_reserved + $2"
+							  " WHERE sequence_name = $1", seq.cat.schema),
+					 2, types, values, SPI_OK_UPDATE);
 	SPI_finish();
 	/* with distseq.standby_ack = all, the answer waits for the standbys */
 	if (RANGE_SIZE(r) > 0)
@@ -367,15 +210,14 @@ List *
 distseq_catalog_servers(Oid relid, Oid *owner, int64 *start_value, int64 **nodes,
 						int *nnodes, MemoryContext cxt)
 {
-	int			minor = 0;
-	const char *schema = distseq_catalog_extension(&minor);
+	DistseqCatalog cat = distseq_catalog();
 	Oid			types[1] = {INT8OID};
 	Datum		values[1] = {Int64GetDatum((int64) relid)};
 	List	   *servers = NIL;
 
 	*nodes = NULL;
 	*nnodes = 0;
-	if (minor < 3)
+	if (!cat.peers)
 		return NIL;
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "SPI_connect failed");
@@ -384,7 +226,7 @@ distseq_catalog_servers(Oid relid, Oid *owner, int64 *start_value, int64 **nodes
 								  " FROM %s.distseq_sequences s"
 								  " JOIN pg_catalog.pg_class c ON c.oid = s.seqrel"
 								  " WHERE s.seqrel = $1::oid",
-								  minor >= 4 ? "s.server_nodes" : "NULL::int8[]", schema),
+								  cat.changes ? "s.server_nodes" : "NULL::int8[]", cat.schema),
 					 1, types, values, SPI_OK_SELECT) > 0)
 	{
 		MemoryContext oldcxt = MemoryContextSwitchTo(cxt);
@@ -409,395 +251,50 @@ distseq_catalog_servers(Oid relid, Oid *owner, int64 *start_value, int64 **nodes
 void
 distseq_catalog_set_server_nodes(Oid relid, int64 *nodes, int nnodes)
 {
-	int			minor = 0;
-	const char *schema = distseq_catalog_extension(&minor);
+	DistseqCatalog cat = distseq_catalog();
 	Oid			types[2] = {INT8OID, INT8ARRAYOID};
 	Datum		values[2];
 
-	if (minor < 4)
+	if (!cat.changes)
 		return;
 	distseq_spi_connect();
 	values[0] = Int64GetDatum((int64) relid);
 	values[1] = distseq_int8_array(nodes, nnodes);
 	distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences SET server_nodes = $2"
-							  " WHERE seqrel = $1::oid", schema),
+							  " WHERE seqrel = $1::oid", cat.schema),
 					 2, types, values, SPI_OK_UPDATE);
 	SPI_finish();
 }
 
-/*
- * The catalog of this sequence was made somewhere else -- restored from a
- * dump, or marked by distseq_rejoin() after a point-in-time recovery -- so
- * the place it came from may have reserved more than it says.  Close every
- * open window and skip one more round of windows above the highest, so no
- * value reserved there after the copy was taken is reserved again.
- * Returns the number of values skipped.
- */
-static int64
-catalog_rejoin(const char *schema, int minor, const char *name, int64 window_size,
-			   int64 min_open, int64 start_value, int64 max_value)
+/* A random generation: never the same for two sequences, never 0 */
+static uint64
+catalog_new_generation(void)
 {
-	Oid			types[3] = {TEXTOID, INT8OID, INT8OID};
-	Datum		values[3];
-	int64		skipped;
-	int64		top;
-	int64		margin;
-
-	values[0] = CStringGetTextDatum(name);
-	distseq_spi_exec(psprintf("WITH closed AS ("
-						  " UPDATE %s.distseq_windows w SET next_hi = w.window_end"
-						  " FROM (SELECT window_start, window_end - next_hi AS rest"
-						  "       FROM %s.distseq_windows"
-						  "       WHERE sequence_name = $1 AND next_hi < window_end"
-						  "       FOR UPDATE) o"
-						  " WHERE w.sequence_name = $1 AND w.window_start = o.window_start"
-						  " RETURNING o.rest)"
-						  " SELECT COALESCE(sum(rest), 0)::int8 FROM closed",
-						  schema, schema),
-				 1, types, values, SPI_OK_SELECT);
-	skipped = distseq_spi_int8(0, 1);
-
-	values[1] = Int64GetDatum(start_value);
-	/* above the high-water mark too: it may know wins newer than any window */
-	distseq_spi_exec(psprintf("SELECT GREATEST(COALESCE(%s, $2), %s)",
-							  catalog_top_window(schema),
-							  minor >= 3 ?
-							  psprintf("(SELECT hwm FROM %s.distseq_sequences WHERE sequence_name = $1)",
-									   schema) : "NULL"),
-				 2, types, values, SPI_OK_SELECT);
-	top = distseq_spi_int8(0, 1);
-	if (top > max_value)
-		return skipped;
-
-	/* the skipped values stay on record as one closed window */
-	margin = distseq_room(top, max_value,
-						  window_size > PG_INT64_MAX / min_open ? PG_INT64_MAX :
-						  window_size * min_open);
-	values[1] = Int64GetDatum(top);
-	values[2] = Int64GetDatum(top + margin);
-	distseq_spi_exec(psprintf("INSERT INTO %s.distseq_windows"
-						  " (sequence_name, window_start, window_end, next_hi)"
-						  " VALUES ($1, $2, $3, $3)", schema),
-				 3, types, values, SPI_OK_INSERT);
-	return skipped + margin;
-}
-
-/*
- * Reserve up to "count" values of a sequence from its first open window, in
- * the worker's own transaction (the caller starts and commits it).  On the
- * first reservation since the server started ("account"), values that were
- * reserved but neither issued, released nor counted lost were in pools when
- * the server crashed: count them as lost.  *issued and *lost come in as
- * the entry's totals and go out as what the catalog now holds.
- *
- * Returns an empty range when the sequence has no value left.
- */
-DistseqRange
-distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
-						int64 *issued, int64 *lost, int64 *skipped,
-						bool *need_windows)
-{
-	int32		stripes;
-	int			minor = 0;
-	const char *schema = distseq_catalog_extension(&minor);
-	bool		has_origin = minor >= 1;
-	Oid			types[5] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8OID};
-	Datum		values[5];
-	char	   *name;
-	int64		window_size,
-				min_open,
-				start_value,
-				max_value;
-	DistseqRange r = {0, 0};
-
-	*need_windows = false;
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-
-	/* the row lock orders us against distseq_drop and friends */
-	values[0] = Int64GetDatum((int64) relid);
-	values[1] = Int64GetDatum((int64) GetSystemIdentifier());
-	values[2] = Int64GetDatum((int64) MyDatabaseId);
-	values[3] = Int64GetDatum((int64) distseq_timeline());
-	if (distseq_spi_exec(psprintf("SELECT sequence_name, generation, window_size,"
-							  " min_open_windows::int8, start_value, max_value,"
-							  " values_reserved - values_released - values_issued - values_lost,"
-							  " values_issued, values_lost, %s, %s"
-							  " FROM %s.distseq_sequences WHERE seqrel = $1::oid"
-							  " FOR NO KEY UPDATE",
-							  minor >= 2 ? "stripes::int8, stripe::int8" : "1::int8, 0::int8",
-							  has_origin ? "origin_system IS NOT NULL,"
-							  " origin_system = 0 OR origin_system <> $2"
-							  " OR origin_database <> $3::oid OR origin_relation <> $1::oid"
-							  " OR origin_timeline <> $4"
-							  : "false, false",
-							  schema),
-					 4, types, values, SPI_OK_SELECT) != 1 ||
-		(uint64) distseq_spi_int8(0, 2) != gen)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("distseq sequence with relation %u does not exist", relid),
-				 errdetail("It was dropped, or the transaction that creates it has not committed yet.")));
-	name = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-	window_size = distseq_spi_int8(0, 3);
-	min_open = distseq_spi_int8(0, 4);
-	/* windows count slots; see distseq_slots() */
-	stripes = (int32) distseq_spi_int8(0, 10);
-	distseq_slots(distseq_spi_int8(0, 5), distseq_spi_int8(0, 6),
-				  stripes, (int32) distseq_spi_int8(0, 11),
-				  &start_value, &max_value);
-	if (account)
-	{
-		*issued = distseq_spi_int8(0, 8);
-		*lost = distseq_spi_int8(0, 9) + Max(distseq_spi_int8(0, 7), 0);
-	}
-
-	*skipped = 0;
-	if (has_origin)
-	{
-		bool		isnull;
-		bool		known = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
-													   SPI_tuptable->tupdesc,
-													   12, &isnull));
-		bool		moved = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0],
-													   SPI_tuptable->tupdesc,
-													   13, &isnull));
-
-		if (known && moved)
-		{
-			*skipped = catalog_rejoin(schema, minor, name, window_size, min_open,
-									  start_value, max_value);
-			*lost += *skipped;
-			ereport(LOG,
-					(errmsg("distseq sequence \"%s\" was restored or moved: skipped " INT64_FORMAT " values",
-							name, *skipped)));
-		}
-		/* from now on it lives here */
-		distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences"
-							  " SET origin_system = $2, origin_database = $3::oid,"
-							  " origin_relation = $1::oid, origin_timeline = $4"
-							  " WHERE seqrel = $1::oid", schema),
-					 4, types, values, SPI_OK_UPDATE);
-	}
-
-	catalog_ensure_windows(schema, minor, name, stripes, window_size, min_open,
-						   start_value, max_value);
-
-	types[0] = TEXTOID;
-	values[0] = CStringGetTextDatum(name);
-	r = catalog_take(schema, name, count);
-	if (RANGE_SIZE(r) > 0)
-	{
-		/* the reservation may have closed a window: open the next one */
-		catalog_ensure_windows(schema, minor, name, stripes, window_size, min_open,
-							   start_value, max_value);
-	}
-	else if (minor >= 3 && stripes == 1 && distseq_has_peers(schema))
-	{
-		Oid			ntypes[2] = {TEXTOID, INT8OID};
-		Datum		nvalues[2] = {CStringGetTextDatum(name), Int64GetDatum(max_value)};
-
-		/* not exhausted unless the mark is past the end: the agent must find more */
-		distseq_spi_exec(psprintf("SELECT (%s <= $2)::int::int8 FROM %s.distseq_sequences s"
-								  " WHERE s.sequence_name = $1",
-								  distseq_hwm_expr(schema), schema),
-						 2, ntypes, nvalues, SPI_OK_SELECT);
-		*need_windows = distseq_spi_int8(0, 1) == 1;
-		/* out of its group, the agent never opens one: say so at once */
-		if (*need_windows)
-			distseq_check_in_group(schema);
-	}
-
-	types[0] = INT8OID;
-	values[0] = Int64GetDatum((int64) relid);
-	values[1] = Int64GetDatum(RANGE_SIZE(r));
-	values[2] = Int64GetDatum(*issued);
-	values[3] = Int64GetDatum(*lost);
-	values[4] = Int64GetDatum(*skipped);
-	distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences"
-						  " SET values_reserved = values_reserved + $2 + $5,"
-						  " values_issued = $3, values_lost = $4"
-						  " WHERE seqrel = $1::oid", schema),
-				 5, types, values, SPI_OK_UPDATE);
-
-	SPI_finish();
-	return r;
-}
-
-static int
-range_cmp_desc(const void *a, const void *b)
-{
-	const DistseqRange *ra = a;
-	const DistseqRange *rb = b;
-
-	return (ra->lo < rb->lo) ? 1 : (ra->lo > rb->lo) ? -1 : 0;
-}
-
-/*
- * Give unused ranges back to the windows they came from, in the worker's
- * own transaction, so that a clean restart skips none of them.  A range is
- * handed back only where its window still has it reserved (below next_hi):
- * one at the top of what its window reserved lowers next_hi; one below it
- * -- a rest given back by a session while later blocks were issued above it
- * -- splits the window in two at the range's end: the lower piece reserved
- * up to the range's start, the upper one as reserved as the window was.
- * The pieces cover exactly the window, so windows still never overlap, and
- * every value the catalog holds reserved stays so.  A range that crosses
- * windows (rests that touched merge in the pool) is handed back window by
- * window.  Going from the highest range down lets adjacent ranges go back
- * one after the other.
- *
- * Returns the number of values lost (parts no window has reserved: the
- * sequence was dropped meanwhile, or the range came from another server);
- * *issued and *lost are the entry's totals, stored as they are plus the
- * values lost here.
- */
-int64
-distseq_catalog_release(Oid relid, uint64 gen, DistseqRange *ranges,
-						int nranges, int64 issued, int64 lost)
-{
-	const char *schema;
-	Oid			types[5] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8OID};
-	Datum		values[5];
-	int64		released = 0;
-	int64		dropped = 0;
-
-	/* a sequence dropped meanwhile has nothing to take back */
-	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
-		return 0;
-	schema = distseq_catalog_schema();
-
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-
-	qsort(ranges, nranges, sizeof(DistseqRange), range_cmp_desc);
-	values[0] = Int64GetDatum((int64) relid);
-	values[1] = Int64GetDatum((int64) gen);
-	for (int i = 0; i < nranges; i++)
-	{
-		int64		back = 0;
-		uint64		nwindows;
-		struct
-		{
-			int64		start;
-			int64		end;
-			int64		next_hi;
-		}		   *w;
-
-		values[2] = Int64GetDatum(ranges[i].lo);
-		values[3] = Int64GetDatum(ranges[i].hi);
-		nwindows = distseq_spi_exec(psprintf("SELECT w.window_start, w.window_end, w.next_hi"
-											 " FROM %s.distseq_windows w"
-											 " JOIN %s.distseq_sequences s"
-											 " ON w.sequence_name = s.sequence_name"
-											 " WHERE s.seqrel = $1::oid AND s.generation = $2"
-											 " AND w.window_start < $4 AND w.window_end > $3"
-											 " FOR UPDATE OF w",
-											 schema, schema),
-									4, types, values, SPI_OK_SELECT);
-		w = palloc(sizeof(*w) * Max(nwindows, 1));
-		for (uint64 k = 0; k < nwindows; k++)
-		{
-			w[k].start = distseq_spi_int8(k, 1);
-			w[k].end = distseq_spi_int8(k, 2);
-			w[k].next_hi = distseq_spi_int8(k, 3);
-		}
-		for (uint64 k = 0; k < nwindows; k++)
-		{
-			Oid			wtypes[5] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8OID};
-			Datum		wvalues[5];
-			int64		lo = Max(ranges[i].lo, w[k].start);
-			int64		hi = Min(ranges[i].hi, w[k].end);
-
-			/* not all of it reserved here: it is not ours to give back */
-			if (hi > w[k].next_hi)
-				continue;
-			wvalues[0] = Int64GetDatum((int64) relid);
-			wvalues[1] = Int64GetDatum((int64) gen);
-			wvalues[2] = Int64GetDatum(w[k].start);
-			wvalues[3] = Int64GetDatum(lo);
-			wvalues[4] = Int64GetDatum(hi);
-			if (hi == w[k].next_hi)
-				distseq_spi_exec(psprintf("UPDATE %s.distseq_windows w SET next_hi = $4"
-										  " FROM %s.distseq_sequences s"
-										  " WHERE s.seqrel = $1::oid AND s.generation = $2"
-										  " AND w.sequence_name = s.sequence_name"
-										  " AND w.window_start = $3",
-										  schema, schema),
-								 5, wtypes, wvalues, SPI_OK_UPDATE);
-			else
-			{
-				/* the upper piece first: it keeps the window's next_hi */
-				distseq_spi_exec(psprintf("INSERT INTO %s.distseq_windows"
-										  " (sequence_name, window_start, window_end, next_hi)"
-										  " SELECT w.sequence_name, $5, w.window_end, w.next_hi"
-										  " FROM %s.distseq_windows w"
-										  " JOIN %s.distseq_sequences s"
-										  " ON w.sequence_name = s.sequence_name"
-										  " WHERE s.seqrel = $1::oid AND s.generation = $2"
-										  " AND w.window_start = $3",
-										  schema, schema, schema),
-								 5, wtypes, wvalues, SPI_OK_INSERT);
-				distseq_spi_exec(psprintf("UPDATE %s.distseq_windows w"
-										  " SET window_end = $5, next_hi = $4"
-										  " FROM %s.distseq_sequences s"
-										  " WHERE s.seqrel = $1::oid AND s.generation = $2"
-										  " AND w.sequence_name = s.sequence_name"
-										  " AND w.window_start = $3",
-										  schema, schema),
-								 5, wtypes, wvalues, SPI_OK_UPDATE);
-			}
-			back += hi - lo;
-		}
-		pfree(w);
-		released += back;
-		dropped += RANGE_SIZE(ranges[i]) - back;
-	}
-
-	values[2] = Int64GetDatum(released);
-	values[3] = Int64GetDatum(lost + dropped);
-	values[4] = Int64GetDatum(issued);
-	distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences"
-						  " SET values_released = values_released + $3,"
-						  " values_lost = $4, values_issued = $5"
-						  " WHERE seqrel = $1::oid AND generation = $2",
-						  schema),
-				 5, types, values, SPI_OK_UPDATE);
-
-	SPI_finish();
-	return dropped;
-}
-
-/*
- * Create a sequence: its backing relation, owned by "owner", its catalog row
- * and its first windows, all in the caller's transaction.
- */
-void
-distseq_catalog_create(const char *name, Oid owner, int32 block_size,
-					   int64 window_size, int64 start_value, int64 max_value,
-					   int32 min_open, int32 stripes, int32 stripe,
-					   Datum servers)
-{
-	CatalogContext cxt;
-	int			minor = 0;
-	const char *schema = distseq_catalog_extension(&minor);
-	bool		has_origin = minor >= 1;
-	const char *qname = quote_identifier(name);
-	int64		first_slot;
-	int64		last_slot;
-	Oid			types[8] = {TEXTOID, INT8OID, INT8OID, INT4OID, INT8OID,
-	INT4OID, INT8OID, INT8OID};
-	Datum		values[8];
-	Oid			relid;
 	uint64		gen;
-	bool		local;
 
-	catalog_enter(&cxt);
+	do
+	{
+		if (!pg_strong_random(&gen, sizeof(gen)))
+			elog(ERROR, "could not generate a random number");
+		gen &= PG_INT64_MAX;
+	} while (gen == 0);
+	return gen;
+}
 
-	values[0] = CStringGetTextDatum(name);
+/*
+ * Make the backing relation of a new sequence, owned by "owner", in schema
+ * distseq, and return it: a name in the catalog or in that schema already
+ * is refused.  SPI connected, as the bootstrap superuser.
+ */
+static Oid
+catalog_backing_relation(const DistseqCatalog *cat, const char *name, Oid owner)
+{
+	const char *qname = quote_identifier(name);
+
 	if (distseq_spi_exec(psprintf("SELECT 1 FROM %s.distseq_sequences WHERE sequence_name = $1",
-							  schema),
-					 1, types, values, SPI_OK_SELECT) > 0)
+							  cat->schema),
+					 1, (Oid[]) {TEXTOID}, (Datum[]) {CStringGetTextDatum(name)},
+					 SPI_OK_SELECT) > 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_OBJECT),
 				 errmsg("distseq sequence \"%s\" already exists", name)));
@@ -814,16 +311,36 @@ distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 	distseq_spi_exec_once(psprintf("ALTER SEQUENCE distseq.%s OWNER TO %s", qname,
 						  quote_identifier(GetUserNameFromId(owner, false))),
 				 0, NULL, NULL, SPI_OK_UTILITY);
-	relid = get_relname_relid(name, get_namespace_oid("distseq", false));
+	return get_relname_relid(name, get_namespace_oid("distseq", false));
+}
 
-	/* a random generation: never the same for two sequences, never 0 */
-	do
-	{
-		if (!pg_strong_random(&gen, sizeof(gen)))
-			elog(ERROR, "could not generate a random number");
-		gen &= PG_INT64_MAX;
-	} while (gen == 0);
+/*
+ * Create a sequence: its backing relation, owned by "owner", its catalog row
+ * and its first windows, all in the caller's transaction.
+ */
+void
+distseq_catalog_create(const char *name, Oid owner, int32 block_size,
+					   int64 window_size, int64 start_value, int64 max_value,
+					   int32 min_open, int32 stripes, int32 stripe,
+					   Datum servers)
+{
+	DistseqSpiContext cxt;
+	DistseqCatalog cat = distseq_catalog();
+	int64		first_slot;
+	int64		last_slot;
+	Oid			types[8] = {TEXTOID, INT8OID, INT8OID, INT4OID, INT8OID,
+	INT4OID, INT8OID, INT8OID};
+	Datum		values[8];
+	Oid			relid;
+	uint64		gen;
+	bool		local;
 
+	distseq_spi_enter_catalog(&cxt);
+
+	values[0] = CStringGetTextDatum(name);
+	relid = catalog_backing_relation(&cat, name, owner);
+
+	gen = catalog_new_generation();
 	values[1] = Int64GetDatum((int64) relid);
 	values[2] = Int64GetDatum((int64) gen);
 	values[3] = Int32GetDatum(block_size);
@@ -835,27 +352,27 @@ distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 						  " (sequence_name, seqrel, generation, block_size, window_size,"
 						  " min_open_windows, start_value, max_value)"
 						  " VALUES ($1, $2::oid::regclass, $3, $4, $5, $6, $7, $8)",
-						  schema),
+						  cat.schema),
 				 8, types, values, SPI_OK_INSERT);
 
 	if (stripes != 1)
 	{
-		if (minor < 2)
+		if (!cat.stripes)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("striped sequences need distseq 1.2"),
 					 errhint("Run ALTER EXTENSION distseq UPDATE.")));
 		distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences SET stripes = $2, stripe = $3"
-							  " WHERE sequence_name = $1", schema),
+							  " WHERE sequence_name = $1", cat.schema),
 					 3, (Oid[]) {TEXTOID, INT4OID, INT4OID},
 					 (Datum[]) {values[0], Int32GetDatum(stripes), Int32GetDatum(stripe)},
 					 SPI_OK_UPDATE);
 	}
-	if (has_origin)
+	if (cat.origin)
 		distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences"
 							  " SET origin_system = $2, origin_database = $3::oid,"
 							  " origin_relation = $4::oid, origin_timeline = $5"
-							  " WHERE sequence_name = $1", schema),
+							  " WHERE sequence_name = $1", cat.schema),
 					 5, (Oid[]) {TEXTOID, INT8OID, INT8OID, INT8OID, INT8OID},
 					 (Datum[]) {values[0], Int64GetDatum((int64) GetSystemIdentifier()),
 						 Int64GetDatum((int64) MyDatabaseId),
@@ -868,87 +385,24 @@ distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 		Oid			stypes[2] = {TEXTOID, NAMEARRAYOID};
 		Datum		svalues[2] = {values[0], servers};
 
-		if (minor < 3)
+		if (!cat.peers)
 			ereport(ERROR,
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("sequences that draw from other servers need distseq 1.3"),
 					 errhint("Run ALTER EXTENSION distseq UPDATE.")));
 		/* no windows here: values come from the servers */
 		distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences SET servers = $2"
-							  " WHERE sequence_name = $1", schema),
+							  " WHERE sequence_name = $1", cat.schema),
 					 2, stypes, svalues, SPI_OK_UPDATE);
-		catalog_leave(&cxt);
+		distseq_spi_leave_catalog(&cxt);
 		distseq_created_note(relid, gen, 0, -1, false);
 		return;
 	}
 	distseq_slots(start_value, max_value, stripes, stripe, &first_slot, &last_slot);
-	local = catalog_ensure_windows(schema, minor, name, stripes, window_size,
+	local = distseq_windows_ensure(&cat, name, stripes, window_size,
 								   min_open, first_slot, last_slot);
-	catalog_leave(&cxt);
+	distseq_spi_leave_catalog(&cxt);
 	distseq_created_note(relid, gen, first_slot, last_slot, local);
-}
-
-/*
- * The transaction that created a sequence drew slots [first, top) from it
- * itself (increate.c): record them as reserved and issued, in that
- * transaction, at its commit or PREPARE, so that once it commits the
- * worker's first refill starts above them.  Its windows are all this
- * transaction's, made from first up, and seen by nobody else yet: each
- * window below top is taken up to top, and the highest grows to top if top
- * lies above it.  No window is ever made below the highest, so no slot
- * below top can be reserved again.  Only updates, no insert: this runs
- * after the transaction's deferred triggers have fired.  A sequence dropped
- * meanwhile is left alone.
- */
-void
-distseq_catalog_record_drawn(Oid relid, uint64 gen, int64 first, int64 top)
-{
-	CatalogContext cxt;
-	int			minor = 0;
-	const char *schema = distseq_catalog_extension(&minor);
-	Oid			types[3] = {TEXTOID, INT8OID, INT8OID};
-	Datum		values[3];
-
-	catalog_enter(&cxt);
-	if (distseq_spi_exec(psprintf("SELECT sequence_name FROM %s.distseq_sequences"
-								  " WHERE seqrel = $1::oid AND generation = $2"
-								  " FOR NO KEY UPDATE", schema),
-						 2, (Oid[]) {INT8OID, INT8OID},
-						 (Datum[]) {Int64GetDatum((int64) relid), Int64GetDatum((int64) gen)},
-						 SPI_OK_SELECT) != 1)
-	{
-		catalog_leave(&cxt);
-		return;
-	}
-	values[0] = CStringGetTextDatum(SPI_getvalue(SPI_tuptable->vals[0],
-												 SPI_tuptable->tupdesc, 1));
-	values[1] = Int64GetDatum(top);
-	values[2] = Int64GetDatum(top - first);
-	distseq_spi_exec(psprintf("UPDATE %s.distseq_windows"
-							  " SET next_hi = LEAST(window_end, $2)"
-							  " WHERE sequence_name = $1 AND window_start < $2"
-							  " AND next_hi < LEAST(window_end, $2)",
-							  schema),
-					 2, types, values, SPI_OK_UPDATE);
-	if (distseq_spi_exec(psprintf("UPDATE %s.distseq_windows SET window_end = $2, next_hi = $2"
-								  " WHERE sequence_name = $1 AND window_end < $2"
-								  " AND window_start = (SELECT window_start FROM %s.distseq_windows"
-								  "  WHERE sequence_name = $1 ORDER BY window_start DESC LIMIT 1)",
-								  schema, schema),
-						 2, types, values, SPI_OK_UPDATE) == 0 &&
-		distseq_spi_exec(psprintf("SELECT 1 FROM %s.distseq_windows"
-								  " WHERE sequence_name = $1 AND window_end >= $2",
-								  schema),
-						 2, types, values, SPI_OK_SELECT) == 0)
-		elog(ERROR, "distseq sequence \"%s\" has no window to record its first values in",
-			 TextDatumGetCString(values[0]));
-	distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences"
-							  " SET values_reserved = values_reserved + $3,"
-							  " values_issued = values_issued + $3%s"
-							  " WHERE sequence_name = $1",
-							  schema, minor >= 3 ? ", hwm = GREATEST(hwm, $2)" : ""),
-					 3, types, values, SPI_OK_UPDATE);
-	catalog_leave(&cxt);
 }
 
 /*

@@ -249,10 +249,6 @@ typedef struct DistseqDef
 #define DISTSEQ_VALUE(slot, stripes, stripe) \
 	((slot) * (int64) (stripes) + (stripe))
 
-extern void distseq_slots(int64 start_value, int64 max_value, int32 stripes,
-						  int32 stripe, int64 *first, int64 *last);
-extern int64 distseq_room(int64 top, int64 last, int64 size);
-
 /* windows are all made at once: keep that bounded */
 #define DISTSEQ_MAX_OPEN_WINDOWS	1000
 
@@ -434,15 +430,11 @@ typedef struct DistseqPeer
 	char		name[NAMEDATALEN];
 } DistseqPeer;
 
-extern void distseq_spi_connect(void);
 extern int	distseq_majority(int n);
 extern bool distseq_is_member(DistseqNodeState *st, int64 node_id);
-extern Datum distseq_int8_array(int64 *vals, int n);
-extern int64 *distseq_int8_values(Datum d, int *n);
 extern bool distseq_has_peers(const char *schema);
 extern void distseq_not_member_error(const char *schema, DistseqNodeState *st);
 extern void distseq_check_in_group(const char *schema);
-extern void distseq_note_windows(const char *schema, int minor);
 extern void distseq_node_verify(const char *schema);
 extern void distseq_node_state(const char *schema, DistseqNodeState *state);
 extern DistseqPeer *distseq_peer_of(const char *schema, int64 node_id);
@@ -453,7 +445,6 @@ extern DistseqRemoteResult *distseq_peer_exec(DistseqPeer *peer, const char *sql
 											 char **error);
 extern bool distseq_peer_do(DistseqPeer *peer, const char *sql, int nparams,
 							const char **params, char **error);
-extern char *distseq_hwm_expr(const char *schema);
 extern bool distseq_member_cas(const char *schema, Datum name, int64 epoch,
 							   int64 epoch_id, int64 expected, int64 new_hwm);
 
@@ -494,9 +485,35 @@ extern void distseq_worker_change(Oid dboid, char op, const char *server_name,
 extern PGDLLEXPORT void distseq_worker_main(Datum main_arg);
 
 /* src/spi.c */
+
+/*
+ * The catalog of the installed version: a newer library works with the
+ * catalog of an older version until ALTER EXTENSION distseq UPDATE.
+ */
+typedef struct DistseqCatalog
+{
+	const char *schema;			/* quoted schema of the catalog tables */
+	int			minor;			/* the installed version is 1.minor */
+	bool		origin;			/* 1.1: where each sequence was created */
+	bool		stripes;		/* 1.2: striped sequences */
+	bool		peers;			/* 1.3: peers, servers, high-water marks */
+	bool		changes;		/* 1.4: two-phase membership changes,
+								 * server_nodes, made_windows */
+	bool		owned_by;		/* 1.7: sequences owned by a column */
+} DistseqCatalog;
+
+typedef struct DistseqSpiContext
+{
+	Oid			save_userid;
+	int			save_sec_context;
+	int			save_nestlevel;
+} DistseqSpiContext;
+
 extern int	distseq_pin_search_path(void);
 extern void distseq_unpin_search_path(int level);
-extern const char *distseq_catalog_extension(int *minor);
+extern void distseq_spi_enter_catalog(DistseqSpiContext *cxt);
+extern void distseq_spi_leave_catalog(DistseqSpiContext *cxt);
+extern DistseqCatalog distseq_catalog(void);
 extern const char *distseq_catalog_schema(void);
 extern const char *distseq_extension_schema(void);
 extern int	distseq_catalog_minor(void);
@@ -509,8 +526,46 @@ extern uint64 distseq_spi_exec(const char *sql, int nargs, Oid *types,
 extern uint64 distseq_spi_exec_once(const char *sql, int nargs, Oid *types,
 									Datum *values, int expect);
 extern int64 distseq_spi_int8(int row, int col);
+extern void distseq_spi_connect(void);
+extern Datum distseq_int8_array(int64 *vals, int n);
+extern int64 *distseq_int8_values(Datum d, int *n);
 extern void distseq_xact_begin(void);
 extern void distseq_xact_commit(void);
+
+/* src/windows.c */
+extern void distseq_slots(int64 start_value, int64 max_value, int32 stripes,
+						  int32 stripe, int64 *first, int64 *last);
+extern int64 distseq_room(int64 top, int64 last, int64 size);
+extern char *distseq_hwm_expr(const char *schema);
+extern void distseq_note_windows(const char *schema, int minor);
+
+/* A sequence as the reservation needs it: windows count slots */
+typedef struct DistseqWindowsSeq
+{
+	DistseqCatalog cat;
+	char	   *name;
+	int32		stripes;
+	int64		window_size;
+	int64		min_open;
+	int64		first;			/* the first slot */
+	int64		last;			/* the last slot */
+	bool		moved;			/* restored or moved here: rejoin first */
+} DistseqWindowsSeq;
+
+extern bool distseq_windows_ensure(const DistseqCatalog *cat, const char *name,
+								   int32 stripes, int64 window_size, int64 min_open,
+								   int64 start_value, int64 max_value);
+extern DistseqRange distseq_windows_reserve(const DistseqWindowsSeq *seq,
+											int64 count, int64 *skipped);
+extern DistseqRange distseq_catalog_reserve(Oid relid, uint64 gen, int64 count,
+											bool account, int64 *issued,
+											int64 *lost, int64 *skipped,
+											bool *need_windows);
+extern int64 distseq_catalog_release(Oid relid, uint64 gen,
+									 DistseqRange *ranges, int nranges,
+									 int64 issued, int64 lost);
+extern void distseq_windows_record_drawn(Oid relid, uint64 gen, int64 first,
+										 int64 top);
 
 /* src/catalog.c */
 extern bool distseq_catalog_lookup(const char *name, DistseqDef *def);
@@ -525,15 +580,6 @@ extern List *distseq_catalog_servers(Oid relid, Oid *owner, int64 *start_value,
 extern void distseq_catalog_set_server_nodes(Oid relid, int64 *nodes, int nnodes);
 extern void distseq_catalog_column_bounds(Oid relid, const char *column,
 										  int64 *max_in_use, int64 *type_max);
-extern DistseqRange distseq_catalog_reserve(Oid relid, uint64 gen, int64 count,
-											bool account, int64 *issued,
-											int64 *lost, int64 *skipped,
-											bool *need_windows);
-extern int64 distseq_catalog_release(Oid relid, uint64 gen,
-									 DistseqRange *ranges, int nranges,
-									 int64 issued, int64 lost);
-extern void distseq_catalog_record_drawn(Oid relid, uint64 gen, int64 first,
-										 int64 top);
 
 /* src/ownedby.c */
 extern Oid	distseq_ownedby_check_table(Oid relid);
@@ -544,11 +590,14 @@ extern void distseq_ownedby_drop(Oid relid, int dropflags);
 
 /* src/nextval.c */
 extern void distseq_check_name(const char *name);
+extern char *distseq_name_arg(FunctionCallInfo fcinfo);
 extern void distseq_local_discard(void);
-extern void distseq_local_forget(Oid relid, uint64 gen);
 extern void distseq_local_reset(Oid relid);
 
 /* src/increate.c */
+typedef void (*DistseqForgetFn) (Oid relid, uint64 gen);
+
+extern void distseq_created_on_forget(DistseqForgetFn forget);
 extern void distseq_created_note(Oid relid, uint64 gen, int64 first, int64 last,
 								 bool local);
 extern bool distseq_created_here(Oid relid, uint64 gen);

@@ -16,7 +16,7 @@
  *	- the counter never goes back, whatever subtransaction drew: ROLLBACK
  *	  TO SAVEPOINT does not make a value come again;
  *	- at PRE_COMMIT and PRE_PREPARE, still in the creating transaction, the
- *	  catalog records every slot cut as reserved (catalog.c), so that once
+ *	  catalog records every slot cut as reserved (windows.c), so that once
  *	  the transaction commits the worker's first refill starts above them.
  *	  That commit is the one that makes the sequence exist: if it is lost
  *	  (abort, crash), so is the sequence, values and all.
@@ -62,6 +62,9 @@ static bool recorded = false;
 
 static bool callbacks_registered = false;
 
+/* nextval.c's cache of a sequence to forget; NULL while it has none */
+static DistseqForgetFn forget_local = NULL;
+
 /*
  * The transaction is about to commit or prepare: record what was drawn,
  * while the creations are still uncommitted and so part of it.
@@ -92,7 +95,7 @@ created_record(void)
 
 		if (c->next > c->first &&
 			SearchSysCacheExists1(RELOID, ObjectIdGetDatum(c->relid)))
-			distseq_catalog_record_drawn(c->relid, c->gen, c->first, c->next);
+			distseq_windows_record_drawn(c->relid, c->gen, c->first, c->next);
 	}
 	PopActiveSnapshot();
 	XactReadOnly = read_only;
@@ -144,10 +147,22 @@ created_subxact(SubXactEvent event, SubTransactionId mySubid,
 
 			if (c->subid != mySubid)
 				continue;
-			distseq_local_forget(c->relid, c->gen);
+			if (forget_local != NULL)
+				forget_local(c->relid, c->gen);
 			created = foreach_delete_current(created, lc);
 		}
 	}
+}
+
+/*
+ * Who keeps a backend-local cache of sequences (nextval.c) hands the
+ * function that forgets one, called when the subtransaction that created
+ * it aborts.
+ */
+void
+distseq_created_on_forget(DistseqForgetFn forget)
+{
+	forget_local = forget;
 }
 
 /*

@@ -39,27 +39,6 @@
 /* The high-water mark of a sequence row "s" in the catalog, in slots */
 #define HWM_EXPR(schema) distseq_hwm_expr(schema)
 
-/*
- * The high-water mark of a sequence row "s", in slots: at least the top of
- * its highest window, whatever the column says (a rejoin adds windows).
- */
-char *
-distseq_hwm_expr(const char *schema)
-{
-	return psprintf("GREATEST(COALESCE(s.hwm, s.start_value),"
-					" COALESCE((SELECT w.window_end FROM %s.distseq_windows w"
-					" WHERE w.sequence_name = s.sequence_name"
-					" ORDER BY w.window_start DESC LIMIT 1), s.start_value))",
-					schema);
-}
-
-void
-distseq_spi_connect(void)
-{
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-}
-
 /* This node's identity and membership view.  SPI must be connected. */
 void
 distseq_node_state(const char *schema, DistseqNodeState *st)
@@ -162,21 +141,6 @@ distseq_has_peers(const char *schema)
 	return SPI_processed == 1 &&
 		DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1,
 								   &isnull));
-}
-
-/*
- * Windows were made here: a node never in a group is no longer fresh.  An
- * update of the node row, not just a lock on it, so that a join waiting
- * for the row sees the flag when it goes on (change.c).  SPI connected.
- */
-void
-distseq_note_windows(const char *schema, int minor)
-{
-	if (minor < 4)
-		return;
-	distseq_spi_exec(psprintf("UPDATE %s.distseq_node SET made_windows = true"
-							  " WHERE epoch = 0 AND NOT made_windows", schema),
-					 0, NULL, NULL, SPI_OK_UPDATE);
 }
 
 /*
@@ -356,32 +320,6 @@ distseq_peer_do(DistseqPeer *peer, const char *sql, int nparams, const char **pa
 	PeerCall	c = {peer, sql, nparams, params, NULL, 0, NULL};
 
 	return distseq_remote_try(peer_call, &c, error);
-}
-
-/* The elements of a bigint[] datum, and how many there are */
-int64 *
-distseq_int8_values(Datum d, int *n)
-{
-	Datum	   *elems;
-	int64	   *vals;
-
-	deconstruct_array(DatumGetArrayTypeP(d), INT8OID, 8, FLOAT8PASSBYVAL,
-					  TYPALIGN_DOUBLE, &elems, NULL, n);
-	vals = palloc(sizeof(int64) * Max(*n, 1));
-	for (int i = 0; i < *n; i++)
-		vals[i] = DatumGetInt64(elems[i]);
-	return vals;
-}
-
-Datum
-distseq_int8_array(int64 *vals, int n)
-{
-	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
-
-	for (int i = 0; i < n; i++)
-		d[i] = Int64GetDatum(vals[i]);
-	return PointerGetDatum(construct_array(d, n, INT8OID, 8, FLOAT8PASSBYVAL,
-										   TYPALIGN_DOUBLE));
 }
 
 static Datum

@@ -44,6 +44,11 @@
  * into the LocalSeq itself, and no entry in shared memory is used for it
  * until the creation has committed.
  *
+ * The file is longer than the others (about 900 lines): the fast path, the
+ * cache it reads and the slow paths that fill it share the LocalSeq, its
+ * table and the call-site hints, all static here so that the compiler
+ * sees the whole fast path at once.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -238,10 +243,12 @@ distseq_local_discard(void)
 /*
  * The subtransaction that created this sequence was rolled back: it exists
  * no more, whatever is left of its block must not be handed out, and
- * nextval must look for it again to say so.
+ * nextval must look for it again to say so.  Called by increate.c, which
+ * knows the creations and is handed this function (it calls no file above
+ * it).
  */
-void
-distseq_local_forget(Oid relid, uint64 gen)
+static void
+local_forget(Oid relid, uint64 gen)
 {
 	HASH_SEQ_STATUS status;
 	LocalSeq   *ls;
@@ -281,8 +288,9 @@ local_xact(XactEvent event, void *arg)
 		local_lock_for_prepare();
 }
 
-static char *
-name_from_arg(FunctionCallInfo fcinfo)
+/* The sequence name a SQL function got as its first argument, checked */
+char *
+distseq_name_arg(FunctionCallInfo fcinfo)
 {
 	char	   *name;
 
@@ -336,6 +344,7 @@ local_lookup(const char *name)
 		CacheRegisterSyscacheCallback(DATABASEOID, local_invalidate_roles,
 									  (Datum) 0);
 		RegisterXactCallback(local_xact, NULL);
+		distseq_created_on_forget(local_forget);
 		pg_atomic_init_u64(&no_stream, 0);
 	}
 	memset(key, 0, sizeof(key));
@@ -405,7 +414,7 @@ local_find_slow(FunctionCallInfo fcinfo)
 	const Node *expr = fcinfo->flinfo->fn_expr;
 	LocalSeq   *ls;
 
-	ls = local_lookup(name_from_arg(fcinfo));
+	ls = local_lookup(distseq_name_arg(fcinfo));
 	if (expr != NULL)
 	{
 		SiteHint   *hint = SITE_HINT(expr);
@@ -531,6 +540,39 @@ local_lock(Oid relid, bool lock)
 }
 
 /*
+ * Read the definition of a LocalSeq that is stale, and refuse one that this
+ * transaction gave a new generation.
+ */
+static void
+local_read_definition(LocalSeq *ls)
+{
+	DistseqDef	def;
+
+	/*
+	 * As of now, not as of a repeatable read snapshot: one taken before a
+	 * distseq_setval() committed shows the generation it gave up, whose
+	 * entry we would set up again.
+	 */
+	if (!distseq_catalog_lookup_latest(ls->name, &def))
+		local_not_found(ls);
+	if (def.relid == reset_relid && reset_lxid == DISTSEQ_MY_LXID)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("cannot use distseq sequence \"%s\" in the transaction that changed it",
+						ls->name),
+				 errhint("Use it once distseq_setval() or distseq_alter() has committed.")));
+	/* a new generation of the same relation: setval, currval stays */
+	if (ls->last_gen != 0 && ls->last_gen == ls->gen &&
+		def.relid == ls->relid)
+		ls->last_gen = def.gen;
+	ls->relid = def.relid;
+	ls->gen = def.gen;
+	ls->def = def;
+	ls->acl_user = InvalidOid;
+	ls->valid = true;
+}
+
+/*
  * Make a LocalSeq usable in this transaction: read its definition if it is
  * stale, keep the backing relation from being dropped and check the
  * privilege.
@@ -548,30 +590,7 @@ local_prepare(LocalSeq *ls, AclMode mode)
 
 		if (!ls->valid)
 		{
-			DistseqDef	def;
-
-			/*
-			 * As of now, not as of a repeatable read snapshot: one taken
-			 * before a distseq_setval() committed shows the generation it
-			 * gave up, whose entry we would set up again.
-			 */
-			if (!distseq_catalog_lookup_latest(ls->name, &def))
-				local_not_found(ls);
-			if (def.relid == reset_relid && reset_lxid == DISTSEQ_MY_LXID)
-				ereport(ERROR,
-						(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-						 errmsg("cannot use distseq sequence \"%s\" in the transaction that changed it",
-								ls->name),
-						 errhint("Use it once distseq_setval() or distseq_alter() has committed.")));
-			/* a new generation of the same relation: setval, currval stays */
-			if (ls->last_gen != 0 && ls->last_gen == ls->gen &&
-				def.relid == ls->relid)
-				ls->last_gen = def.gen;
-			ls->relid = def.relid;
-			ls->gen = def.gen;
-			ls->def = def;
-			ls->acl_user = InvalidOid;
-			ls->valid = true;
+			local_read_definition(ls);
 			reread = true;
 		}
 

@@ -219,7 +219,7 @@ ownedby_alter_sequence(AlterSeqStmt *stmt)
 	PreventCommandIfReadOnly("ALTER SEQUENCE");
 	PreventCommandIfParallelMode("ALTER SEQUENCE");
 	PreventCommandDuringRecovery("ALTER SEQUENCE");
-	if (distseq_catalog_minor() < 7)
+	if (!distseq_catalog().owned_by)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("distseq sequences owned by a column need distseq 1.7"),
@@ -435,7 +435,7 @@ distseq_ownedby_drop(Oid relid, int dropflags)
 	nspid = get_rel_namespace(relid);
 	if (!OidIsValid(get_relname_relid("distseq_sequences", nspid)) ||
 		!OidIsValid(get_relname_relid("distseq_windows", nspid)) ||
-		distseq_catalog_minor() < 7)
+		!distseq_catalog().owned_by)
 		return;
 
 	rel = table_open(get_relname_relid("distseq_sequences", nspid), AccessShareLock);

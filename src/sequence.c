@@ -245,41 +245,6 @@ column_is_identity(Oid relid, const char *column)
 	return identity;
 }
 
-/*
- * The slots of a sequence: slot s is the value s * stripes + stripe, and
- * [*first, *last] are the slots whose values lie in [start_value,
- * max_value].  *first > *last when there is none.
- */
-void
-distseq_slots(int64 start_value, int64 max_value, int32 stripes, int32 stripe,
-			  int64 *first, int64 *last)
-{
-	/* create_sequence() keeps both bounds >= PG_INT64_MIN + stripes */
-	int64		from = start_value - stripe;
-	int64		to = max_value - stripe;
-
-	/* rounding towards the inside of the range, for negative values too */
-	*first = from / stripes + ((from % stripes > 0) ? 1 : 0);
-	*last = to / stripes - ((to % stripes < 0) ? 1 : 0);
-}
-
-/*
- * How many slots from "top" up to "last" (inclusive), at most "size"; no
- * overflow whatever the bounds.
- */
-int64
-distseq_room(int64 top, int64 last, int64 size)
-{
-	uint64		room;
-
-	if (top > last || size <= 0)
-		return 0;
-	room = (uint64) last - (uint64) top + 1;
-	if (room == 0)				/* the whole range of int64 */
-		return size;
-	return (uint64) size < room ? size : (int64) Min(room, (uint64) PG_INT64_MAX);
-}
-
 #define ARG_OR(n, getter, dflt)	(PG_ARGISNULL(n) ? (dflt) : getter(n))
 
 /* The backing relation of a sequence this transaction created */
@@ -338,6 +303,52 @@ distseq_create(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
+/* The table and column distseq_create_for_column() is given, checked */
+static void
+check_column(Oid relid, const char *column)
+{
+	char		relkind;
+
+	if (get_rel_name(relid) == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_TABLE),
+				 errmsg("relation with OID %u does not exist", relid)));
+	relkind = get_rel_relkind(relid);
+	if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not a table", get_rel_name(relid))));
+	if (!distseq_rel_ownercheck(relid, GetUserId()))
+		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, get_rel_name(relid));
+	if (get_attnum(relid, column) == InvalidAttrNumber)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_COLUMN),
+				 errmsg("column \"%s\" of relation \"%s\" does not exist",
+						column, get_rel_name(relid))));
+}
+
+/*
+ * Make sequence "name" the default of the column, instead of an identity
+ * if it has one; as the caller, who owns the table.
+ */
+static void
+column_set_default(Oid relid, const char *relname, const char *column,
+				   const char *name)
+{
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if ((column_is_identity(relid, column) &&
+		 SPI_execute(psprintf("ALTER TABLE %s ALTER COLUMN %s DROP IDENTITY",
+							  relname, quote_identifier(column)),
+					 false, 0) != SPI_OK_UTILITY) ||
+		SPI_execute(psprintf("ALTER TABLE %s ALTER COLUMN %s SET DEFAULT %s.distseq_nextval(%s::pg_catalog.text)",
+							 relname, quote_identifier(column),
+							 distseq_extension_schema(), quote_literal_cstr(name)),
+					false, 0) != SPI_OK_UTILITY)
+		elog(ERROR, "could not set the default of %s.%s", relname, column);
+	SPI_finish();
+}
+
 PG_FUNCTION_INFO_V1(distseq_create_for_column);
 
 /*
@@ -357,7 +368,6 @@ distseq_create_for_column(PG_FUNCTION_ARGS)
 	int64		max_in_use;
 	int64		type_max;
 	int64		max_value;
-	char		relkind;
 	bool		if_not_exists;
 	bool		owned;
 	Oid			owner = GetUserId();
@@ -371,24 +381,9 @@ distseq_create_for_column(PG_FUNCTION_ARGS)
 				 errmsg("table and column must not be null")));
 	relid = PG_GETARG_OID(0);
 	column = NameStr(*PG_GETARG_NAME(1));
-	if (get_rel_name(relid) == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_TABLE),
-				 errmsg("relation with OID %u does not exist", relid)));
-	relkind = get_rel_relkind(relid);
-	if (relkind != RELKIND_RELATION && relkind != RELKIND_PARTITIONED_TABLE)
-		ereport(ERROR,
-				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-				 errmsg("\"%s\" is not a table", get_rel_name(relid))));
-	if (!distseq_rel_ownercheck(relid, GetUserId()))
-		aclcheck_error(ACLCHECK_NOT_OWNER, OBJECT_TABLE, get_rel_name(relid));
-	if (get_attnum(relid, column) == InvalidAttrNumber)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_COLUMN),
-				 errmsg("column \"%s\" of relation \"%s\" does not exist",
-						column, get_rel_name(relid))));
+	check_column(relid, column);
 	/* a catalog older than 1.7 would keep a sequence dropped with its table */
-	owned = distseq_catalog_minor() >= 7;
+	owned = distseq_catalog().owned_by;
 	if (owned)
 		owner = distseq_ownedby_check_table(relid);
 
@@ -441,19 +436,7 @@ distseq_create_for_column(PG_FUNCTION_ARGS)
 		distseq_ownedby_link(backing_relid(name), relid,
 							 get_attnum(relid, column));
 
-	/* as the caller, who owns the table */
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
-	if ((column_is_identity(relid, column) &&
-		 SPI_execute(psprintf("ALTER TABLE %s ALTER COLUMN %s DROP IDENTITY",
-							  relname, quote_identifier(column)),
-					 false, 0) != SPI_OK_UTILITY) ||
-		SPI_execute(psprintf("ALTER TABLE %s ALTER COLUMN %s SET DEFAULT %s.distseq_nextval(%s::pg_catalog.text)",
-							 relname, quote_identifier(column),
-							 distseq_extension_schema(), quote_literal_cstr(name)),
-					false, 0) != SPI_OK_UTILITY)
-		elog(ERROR, "could not set the default of %s.%s", relname, column);
-	SPI_finish();
+	column_set_default(relid, relname, column, name);
 
 	PG_RETURN_TEXT_P(cstring_to_text(name));
 }
@@ -473,12 +456,7 @@ distseq_drop(PG_FUNCTION_ARGS)
 
 	distseq_check_loaded();
 	distseq_check_writable("distseq_drop()");
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("distseq sequence name must not be null")));
-	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	distseq_check_name(name);
+	name = distseq_name_arg(fcinfo);
 	if (!distseq_catalog_lookup(name, &def))
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),

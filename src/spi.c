@@ -3,8 +3,10 @@
  * spi.c
  *	  The SPI toolkit every catalog query of distseq goes through: the
  *	  extension's schema and installed version, looked up from pg_extension;
- *	  a search_path pinned to the catalog; statements run with kept plans
- *	  (distseq_spi_exec) or once; the worker's own transactions; and the
+ *	  a search_path pinned to the catalog, and the bootstrap superuser's
+ *	  rights for user backends that read the catalog tables; statements
+ *	  run with kept plans (distseq_spi_exec) or once; bigint[] Datums; the
+ *	  worker's own transactions; and the
  *	  checks that refuse a change on a hot standby or in a read-only
  *	  transaction.
  *
@@ -23,11 +25,14 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/indexing.h"
+#include "catalog/pg_authid.h"
 #include "catalog/pg_extension.h"
+#include "catalog/pg_type.h"
 #include "commands/dbcommands.h"
 #include "common/hashfn.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
@@ -57,6 +62,34 @@ void
 distseq_unpin_search_path(int level)
 {
 	AtEOXact_GUC(true, level);
+}
+
+/*
+ * For user backends that read or write the catalog tables in their own
+ * transaction: as the bootstrap superuser, since the tables are not
+ * readable by PUBLIC, with a search_path pinned to pg_catalog so the
+ * queries never resolve to user objects, and connected to SPI.
+ */
+void
+distseq_spi_enter_catalog(DistseqSpiContext *cxt)
+{
+	GetUserIdAndSecContext(&cxt->save_userid, &cxt->save_sec_context);
+	SetUserIdAndSecContext(BOOTSTRAP_SUPERUSERID,
+						   cxt->save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
+	cxt->save_nestlevel = NewGUCNestLevel();
+	(void) set_config_option("search_path", "pg_catalog, pg_temp",
+							 PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+}
+
+void
+distseq_spi_leave_catalog(DistseqSpiContext *cxt)
+{
+	SPI_finish();
+	AtEOXact_GUC(true, cxt->save_nestlevel);
+	SetUserIdAndSecContext(cxt->save_userid, cxt->save_sec_context);
 }
 
 /*
@@ -107,29 +140,36 @@ extension_lookup(int *minor)
 }
 
 /*
- * The quoted name of the schema of the catalog tables, for SQL that names
- * them, and the minor number of the installed version.  From 1.5 on it is
- * schema distseq, made by CREATE EXTENSION (which fails if it exists) and
- * owned by the installing superuser, so no other role can rename it or put
- * look-alikes of the tables in its place: SQL run with distseq's rights
- * names it, never a schema that the database's owner may own.  Before 1.5
- * the tables are in the installation schema.
+ * The catalog this library works with: the quoted name of the schema of the
+ * catalog tables, for SQL that names them, and what the installed version
+ * has.  From 1.5 on the schema is distseq, made by CREATE EXTENSION (which
+ * fails if it exists) and owned by the installing superuser, so no other
+ * role can rename it or put look-alikes of the tables in its place: SQL
+ * run with distseq's rights names it, never a schema that the database's
+ * owner may own.  Before 1.5 the tables are in the installation schema.
+ * Looked up at each call, as extension_lookup() says.
  */
-const char *
-distseq_catalog_extension(int *minor)
+DistseqCatalog
+distseq_catalog(void)
 {
+	DistseqCatalog cat;
 	int			m = 0;
 	const char *schema = extension_lookup(&m);
 
-	if (minor)
-		*minor = m;
-	return m >= 5 ? "distseq" : schema;
+	cat.minor = m;
+	cat.origin = m >= 1;
+	cat.stripes = m >= 2;
+	cat.peers = m >= 3;
+	cat.changes = m >= 4;
+	cat.owned_by = m >= 7;
+	cat.schema = m >= 5 ? "distseq" : schema;
+	return cat;
 }
 
 const char *
 distseq_catalog_schema(void)
 {
-	return distseq_catalog_extension(NULL);
+	return distseq_catalog().schema;
 }
 
 /*
@@ -146,10 +186,7 @@ distseq_extension_schema(void)
 int
 distseq_catalog_minor(void)
 {
-	int			minor = 0;
-
-	(void) distseq_catalog_extension(&minor);
-	return minor;
+	return distseq_catalog().minor;
 }
 
 /*
@@ -377,4 +414,38 @@ distseq_xact_commit(void)
 {
 	PopActiveSnapshot();
 	CommitTransactionCommand();
+}
+
+/* Connect to SPI, or fail */
+void
+distseq_spi_connect(void)
+{
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+}
+
+/* The elements of a bigint[] datum, and how many there are */
+int64 *
+distseq_int8_values(Datum d, int *n)
+{
+	Datum	   *elems;
+	int64	   *vals;
+
+	deconstruct_array(DatumGetArrayTypeP(d), INT8OID, 8, FLOAT8PASSBYVAL,
+					  TYPALIGN_DOUBLE, &elems, NULL, n);
+	vals = palloc(sizeof(int64) * Max(*n, 1));
+	for (int i = 0; i < *n; i++)
+		vals[i] = DatumGetInt64(elems[i]);
+	return vals;
+}
+
+Datum
+distseq_int8_array(int64 *vals, int n)
+{
+	Datum	   *d = palloc(sizeof(Datum) * Max(n, 1));
+
+	for (int i = 0; i < n; i++)
+		d[i] = Int64GetDatum(vals[i]);
+	return PointerGetDatum(construct_array(d, n, INT8OID, 8, FLOAT8PASSBYVAL,
+										   TYPALIGN_DOUBLE));
 }

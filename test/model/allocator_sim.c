@@ -1,7 +1,7 @@
 /*
  * allocator_sim.c -- a randomized model checker for distseq's window
  * allocator and its membership changes (src/agent.c, src/member.c,
- * src/change.c, src/catalog.c; DESIGN-NOTES.md sections 2 and 3).
+ * src/change.c, src/windows.c; DESIGN-NOTES.md sections 2 and 3).
  *
  * Every agent attempt, membership change, phase two and recovery is a state
  * machine that makes one call per step; between any two steps anything else
@@ -1484,8 +1484,8 @@ agent_step(Job *a)
 }
 
 /*
- * Inline allocation of a node that was never in a group (catalog.c,
- * catalog_ensure_windows): under a share lock on the node row, which orders
+ * Inline allocation of a node that was never in a group (windows.c,
+ * distseq_windows_ensure): under a share lock on the node row, which orders
  * it against every change of the row, so it is one step here.
  */
 static void
