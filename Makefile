@@ -13,6 +13,9 @@ OBJS = \
 	src/spi.o \
 	src/catalog.o \
 	src/status.o \
+	src/message.o \
+	src/mailbox.o \
+	src/refill.o \
 	src/worker.o \
 	src/standby.o \
 	src/remote.o \

@@ -369,7 +369,6 @@ extern void distseq_forget_database(Oid dboid);
 extern void distseq_backend_attach(void);
 extern DistseqMarks *distseq_my_marks(DistseqSeq *seq);
 extern bool distseq_seq_held(DistseqSeq *seq);
-extern char *distseq_database_name(Oid dboid);
 
 /* src/inuse.c */
 extern bool distseq_use_unlocked(DistseqSeq *seq, DistseqMarks *marks,
@@ -482,15 +481,37 @@ typedef struct DistseqAgentFailure
 
 extern List *distseq_agent_run(bool afresh, const char *focus);
 
-/* src/worker.c */
-extern bool distseq_worker_stopping(void);
+/* src/message.c */
 extern char *distseq_clean_text(const char *src, int size);
-extern void distseq_worker_drop_database(Oid dboid);
+extern char *distseq_database_name(Oid dboid);
+extern ErrorData *distseq_worker_catch(MemoryContext cxt);
+extern void distseq_worker_log(const char *detail, const char *fmt,...) pg_attribute_printf(2, 3);
+
+/* src/mailbox.c */
+extern DistseqDbWorker *MyDistseqWorker;
+extern DistseqDbWorker *distseq_mailbox_find(Oid dboid);
+extern DistseqDbWorker *distseq_mailbox_slot(Oid dboid);
+extern void distseq_mailbox_poke(DistseqDbWorker *w);
+extern void distseq_mailbox_reply_set(DistseqWorkerReply *reply, int elevel,
+									  int sqlstate, const char *message,
+									  const char *detail, const char *hint);
 extern void distseq_worker_wake(Oid dboid);
 extern void distseq_worker_agent_pass(Oid dboid);
-extern void distseq_worker_serve_refills(void);
 extern void distseq_worker_change(Oid dboid, char op, const char *server_name,
 								  Oid userid);
+extern bool distseq_worker_stopping(void);
+
+/* src/refill.c */
+extern void distseq_refill_serve(void);
+extern void distseq_worker_serve_refills(void);
+extern void distseq_refill_run_agent(void);
+extern void distseq_refill_agent_soon(void);
+extern bool distseq_refill_has_peers(void);
+extern TimestampTz distseq_refill_last_work(void);
+extern bool distseq_refill_serve_again(void);
+
+/* src/worker.c */
+extern void distseq_worker_drop_database(Oid dboid);
 extern PGDLLEXPORT void distseq_worker_main(Datum main_arg);
 
 /* src/spi.c */

@@ -1,0 +1,352 @@
+/*-------------------------------------------------------------------------
+ *
+ * mailbox.c
+ *	  The worker slots of shared memory (DistseqDbWorker, one per database
+ *	  with a refill worker), seen from both ends: a backend finds its
+ *	  database's slot, starts or wakes the worker, posts a request (an agent
+ *	  pass, a change of membership) and waits for the reply; the worker
+ *	  process finds its own slot here (MyDistseqWorker) and tells long waits
+ *	  when to give up (distseq_worker_stopping).
+ *
+ * Locking: DistseqShared->lock guards every field of every slot; a slot's
+ * agent_cv is where backends sleep for a reply, never holding the lock.
+ * A slot goes to another database only when no worker runs in it and no
+ * request in it is outstanding (distseq_mailbox_slot).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "distseq.h"
+
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/latch.h"
+#include "utils/timestamp.h"
+
+/* The slot of this process, when it is a refill worker (worker.c) */
+DistseqDbWorker *MyDistseqWorker = NULL;
+
+/* Caller holds Distseq->lock */
+DistseqDbWorker *
+distseq_mailbox_find(Oid dboid)
+{
+	for (int i = 0; i < distseq_max_sequences; i++)
+	{
+		if (Distseq->workers[i].dboid == dboid)
+			return &Distseq->workers[i];
+	}
+	return NULL;
+}
+
+/*
+ * Wake the worker, and count it: the worker's latch is also reset by waits
+ * inside what it runs (a condition variable's, an I/O's), so the count is
+ * what tells it that something was asked while it was busy.  Caller holds
+ * Distseq->lock exclusively.
+ */
+void
+distseq_mailbox_poke(DistseqDbWorker *w)
+{
+	w->pokes++;
+	if (w->latch)
+		SetLatch(w->latch);
+}
+
+static bool
+mailbox_register(Oid dboid)
+{
+	BackgroundWorker bgw;
+
+	memset(&bgw, 0, sizeof(bgw));
+	bgw.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	bgw.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	bgw.bgw_restart_time = 1;
+	strcpy(bgw.bgw_library_name, "distseq");
+	strcpy(bgw.bgw_function_name, "distseq_worker_main");
+	snprintf(bgw.bgw_name, BGW_MAXLEN, "distseq worker for database %u", dboid);
+	strcpy(bgw.bgw_type, "distseq worker");
+	bgw.bgw_main_arg = ObjectIdGetDatum(dboid);
+	bgw.bgw_notify_pid = 0;
+
+	return RegisterDynamicBackgroundWorker(&bgw, NULL);
+}
+
+/*
+ * The worker slot of a database, set up if it has none: a free slot, or
+ * one left by a database whose worker exited and that nothing waits on.
+ * NULL when every slot belongs to a database with a worker.  Caller holds
+ * Distseq->lock exclusively.
+ */
+DistseqDbWorker *
+distseq_mailbox_slot(Oid dboid)
+{
+	DistseqDbWorker *w = distseq_mailbox_find(dboid);
+
+	if (w != NULL)
+		return w;
+	for (int i = 0; i < distseq_max_sequences && w == NULL; i++)
+	{
+		DistseqDbWorker *old = &Distseq->workers[i];
+
+		if (old->dboid == InvalidOid ||
+			(!old->registered && old->pid == 0 && old->dropper == 0 &&
+			 old->change_op == 0 && old->agent_done >= old->agent_requested &&
+			 old->change_done >= old->change_requested))
+			w = old;
+	}
+	if (w == NULL)
+		return NULL;
+	memset((char *) w + offsetof(DistseqDbWorker, dboid), 0,
+		   sizeof(DistseqDbWorker) - offsetof(DistseqDbWorker, dboid));
+	w->dboid = dboid;
+	return w;
+}
+
+/*
+ * Tell the worker of a database that there is work, starting it if the
+ * database has none.
+ */
+void
+distseq_worker_wake(Oid dboid)
+{
+	DistseqDbWorker *w;
+	bool		started = true;
+
+	LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
+	w = distseq_mailbox_slot(dboid);
+	if (w != NULL && w->latch)
+		distseq_mailbox_poke(w);
+	else if (w != NULL && !w->registered)
+	{
+		/* if it fails, the next caller tries again */
+		started = mailbox_register(dboid);
+		w->registered = started;
+	}
+	LWLockRelease(Distseq->lock);
+
+	if (w == NULL)
+	{
+		char	   *name = distseq_database_name(dboid);
+
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("could not start a distseq worker for database \"%s\"", name),
+				 errdetail("Each of the %d worker slots (distseq.max_sequences) serves a database whose worker runs.",
+						   distseq_max_sequences),
+				 errhint("Increase distseq.max_sequences and restart the server.")));
+	}
+	if (!started)
+	{
+		char	   *name = distseq_database_name(dboid);
+
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("could not start the distseq worker for database \"%s\"", name),
+				 errhint("Increase max_worker_processes.")));
+	}
+}
+
+/* Should a long wait (on a peer) give up now? */
+bool
+distseq_worker_stopping(void)
+{
+	return ShutdownRequestPending ||
+		(MyDistseqWorker != NULL &&
+		 (MyDistseqWorker->stop || MyDistseqWorker->dropper != 0));
+}
+
+/* Copy a message into a fixed field of shared memory, cleaned and cut */
+static void
+mailbox_copy_message(char *dst, const char *src, int size)
+{
+	char	   *clean = distseq_clean_text(src, size);
+
+	strlcpy(dst, clean, size);
+	pfree(clean);
+}
+
+/* Set a reply; caller holds Distseq->lock.  NULL texts are empty. */
+void
+distseq_mailbox_reply_set(DistseqWorkerReply *reply, int elevel, int sqlstate,
+				 const char *message, const char *detail, const char *hint)
+{
+	reply->elevel = elevel;
+	reply->sqlstate = sqlstate;
+	mailbox_copy_message(reply->message, message ? message : "",
+						sizeof(reply->message));
+	mailbox_copy_message(reply->detail, detail ? detail : "",
+						sizeof(reply->detail));
+	mailbox_copy_message(reply->hint, hint ? hint : "", sizeof(reply->hint));
+}
+
+/* Raise the error a reply carries, if it carries one */
+static void
+mailbox_reply_raise(const DistseqWorkerReply *reply)
+{
+	if (reply->elevel == ERROR)
+		ereport(ERROR,
+				(errcode(reply->sqlstate),
+				 errmsg_internal("%s", reply->message),
+				 reply->detail[0] ? errdetail_internal("%s", reply->detail) : 0,
+				 reply->hint[0] ? errhint("%s", reply->hint) : 0));
+}
+
+/*
+ * Sleep on a worker's condition variable until "ready", called under
+ * Distseq->lock, says what was asked is done; wake the worker meanwhile
+ * (it may have been restarted).  Raises "message" after timeout_ms.
+ */
+static void
+mailbox_wait(Oid dboid, DistseqDbWorker *w, long timeout_ms,
+			bool (*ready) (DistseqDbWorker *w, void *arg), void *arg,
+			const char *message, const char *hint)
+{
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
+
+	ConditionVariablePrepareToSleep(&w->agent_cv);
+	for (;;)
+	{
+		bool		done;
+
+		LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
+		/* an idle slot may go to another database if all slots are taken */
+		if (w->dboid != dboid)
+		{
+			char	   *name;
+
+			LWLockRelease(Distseq->lock);
+			ConditionVariableCancelSleep();
+			name = distseq_database_name(dboid);
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("the distseq worker of database \"%s\" went away", name),
+					 errhint("Try again.")));
+		}
+		done = ready(w, arg);
+		LWLockRelease(Distseq->lock);
+		if (done)
+			break;
+		if (GetCurrentTimestamp() >= deadline)
+		{
+			ConditionVariableCancelSleep();
+			ereport(ERROR,
+					(errcode(ERRCODE_QUERY_CANCELED),
+					 errmsg_internal("%s", message),
+					 errhint("%s", hint)));
+		}
+		(void) ConditionVariableTimedSleep(&w->agent_cv, 1000, PG_WAIT_EXTENSION);
+		distseq_worker_wake(dboid);
+	}
+	ConditionVariableCancelSleep();
+}
+
+typedef struct AgentWait
+{
+	uint64		ticket;
+	DistseqWorkerReply reply;
+} AgentWait;
+
+static bool
+agent_pass_done(DistseqDbWorker *w, void *arg)
+{
+	AgentWait  *aw = arg;
+
+	if (w->agent_done < aw->ticket)
+		return false;
+	aw->reply = w->agent_reply;
+	return true;
+}
+
+/*
+ * Ask the worker of a database for an agent pass and wait for it to end;
+ * raise its error, if it failed.  For distseq_maintain().
+ */
+void
+distseq_worker_agent_pass(Oid dboid)
+{
+	DistseqDbWorker *w;
+	AgentWait	aw;
+
+	distseq_worker_wake(dboid);
+	LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
+	w = distseq_mailbox_find(dboid);
+	if (w == NULL)
+		elog(ERROR, "distseq worker slot of database %u is gone", dboid);
+	aw.ticket = ++w->agent_requested;
+	distseq_mailbox_poke(w);
+	LWLockRelease(Distseq->lock);
+	/* it may have left, idle, since it was woken: it stays for a request */
+	distseq_worker_wake(dboid);
+
+	mailbox_wait(dboid, w, Max(distseq_refill_timeout, distseq_remote_timeout * 10),
+				agent_pass_done, &aw, _("timed out waiting for the distseq agent"),
+				_("Check the server log for errors of the distseq worker."));
+	mailbox_reply_raise(&aw.reply);
+}
+
+typedef struct ChangeWait
+{
+	char		op;
+	const char *server_name;
+	Oid			userid;
+	uint64		ticket;			/* 0 until the slot was ours */
+	DistseqWorkerReply reply;
+} ChangeWait;
+
+/* Hand the change over once the slot is free; then wait for its end */
+static bool
+change_done(DistseqDbWorker *w, void *arg)
+{
+	ChangeWait *cw = arg;
+
+	if (cw->ticket == 0)
+	{
+		if (w->change_op != 0)
+			return false;
+		w->change_op = cw->op;
+		strlcpy(w->change_server, cw->server_name, sizeof(w->change_server));
+		w->change_user = cw->userid;
+		cw->ticket = ++w->change_requested;
+		distseq_mailbox_poke(w);
+		return false;
+	}
+	if (w->change_done < cw->ticket)
+		return false;
+	cw->reply = w->change_reply;
+	return true;
+}
+
+/*
+ * Hand a change of membership to the worker of a database and wait for it:
+ * the worker makes it in transactions of its own (change.c).  Raises what
+ * the worker reported: an error, or a warning when the change is decided
+ * but not active on every member yet.
+ */
+void
+distseq_worker_change(Oid dboid, char op, const char *server_name, Oid userid)
+{
+	DistseqDbWorker *w;
+	ChangeWait	cw = {op, server_name, userid, 0};
+
+	distseq_worker_wake(dboid);
+	LWLockAcquire(Distseq->lock, LW_SHARED);
+	w = distseq_mailbox_find(dboid);
+	LWLockRelease(Distseq->lock);
+	if (w == NULL)
+		elog(ERROR, "distseq worker slot of database %u is gone", dboid);
+
+	/* a change talks to every member, twice */
+	mailbox_wait(dboid, w, Max(distseq_refill_timeout, distseq_remote_timeout * 20),
+				change_done, &cw,
+				_("timed out waiting for the distseq worker to change the membership"),
+				_("The change may still be made: look at distseq_peers."));
+	mailbox_reply_raise(&cw.reply);
+	if (cw.reply.elevel == WARNING)
+		ereport(WARNING,
+				(errmsg("the distseq membership change is decided, but not active on every member yet"),
+				 errdetail_internal("%s", cw.reply.message),
+				 errhint("The worker goes on as members become reachable; distseq_peers shows the pending ones.")));
+}
