@@ -93,8 +93,7 @@ distseq_mailbox_slot(Oid dboid)
 
 		if (old->dboid == InvalidOid ||
 			(!old->registered && old->pid == 0 && old->dropper == 0 &&
-			 old->change_op == 0 && old->agent_done >= old->agent_requested &&
-			 old->change_done >= old->change_requested))
+			 !distseq_mailbox_pending(old)))
 			w = old;
 	}
 	if (w == NULL)
@@ -169,16 +168,16 @@ mailbox_copy_message(char *dst, const char *src, int size)
 }
 
 /* Set a reply; caller holds Distseq->lock.  NULL texts are empty. */
-void
-distseq_mailbox_reply_set(DistseqWorkerReply *reply, int elevel, int sqlstate,
-				 const char *message, const char *detail, const char *hint)
+static void
+mailbox_reply_set(DistseqWorkerReply *reply, int elevel, int sqlstate,
+				  const char *message, const char *detail, const char *hint)
 {
 	reply->elevel = elevel;
 	reply->sqlstate = sqlstate;
 	mailbox_copy_message(reply->message, message ? message : "",
-						sizeof(reply->message));
+						 sizeof(reply->message));
 	mailbox_copy_message(reply->detail, detail ? detail : "",
-						sizeof(reply->detail));
+						 sizeof(reply->detail));
 	mailbox_copy_message(reply->hint, hint ? hint : "", sizeof(reply->hint));
 }
 
@@ -195,21 +194,73 @@ mailbox_reply_raise(const DistseqWorkerReply *reply)
 }
 
 /*
- * Sleep on a worker's condition variable until "ready", called under
- * Distseq->lock, says what was asked is done; wake the worker meanwhile
- * (it may have been restarted).  Raises "message" after timeout_ms.
+ * Is any request of a slot not answered yet?  Caller holds Distseq->lock.
+ */
+bool
+distseq_mailbox_pending(DistseqDbWorker *w)
+{
+	for (int kind = 0; kind < DISTSEQ_NREQUESTS; kind++)
+	{
+		if (w->requests[kind].done < w->requests[kind].requested)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Post a request and wake the worker; returns its ticket.  Agent passes
+ * asked for meanwhile share one pass; a change (args) takes the mailbox
+ * alone, so 0 comes back, and nothing is posted, while the one before it
+ * is not answered.  Caller holds Distseq->lock exclusively.
+ */
+static uint64
+mailbox_post(DistseqDbWorker *w, DistseqRequestKind kind,
+			 const DistseqChangeArgs *args)
+{
+	DistseqRequest *req = &w->requests[kind];
+
+	if (args != NULL)
+	{
+		if (req->done < req->requested)
+			return 0;
+		w->change = *args;
+	}
+	distseq_mailbox_poke(w);
+	return ++req->requested;
+}
+
+/*
+ * Post a request to the worker of a database and sleep on the slot's
+ * condition variable until it is answered; wake the worker meanwhile (it
+ * may have been restarted).  Raises "message" after timeout_ms.
  */
 static void
-mailbox_wait(Oid dboid, DistseqDbWorker *w, long timeout_ms,
-			bool (*ready) (DistseqDbWorker *w, void *arg), void *arg,
-			const char *message, const char *hint)
+mailbox_request(Oid dboid, DistseqRequestKind kind, const DistseqChangeArgs *args,
+				long timeout_ms, const char *message, const char *hint,
+				DistseqWorkerReply *reply)
 {
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
+	DistseqDbWorker *w;
+	uint64		ticket;
+
+	distseq_worker_wake(dboid);
+	LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
+	w = distseq_mailbox_find(dboid);
+	if (w == NULL)
+	{
+		LWLockRelease(Distseq->lock);
+		elog(ERROR, "distseq worker slot of database %u is gone", dboid);
+	}
+	ticket = mailbox_post(w, kind, args);
+	LWLockRelease(Distseq->lock);
+	/* it may have left, idle, since it was woken: it stays for a request */
+	if (ticket != 0)
+		distseq_worker_wake(dboid);
 
 	ConditionVariablePrepareToSleep(&w->agent_cv);
 	for (;;)
 	{
-		bool		done;
+		bool		done = false;
 
 		LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
 		/* an idle slot may go to another database if all slots are taken */
@@ -225,7 +276,13 @@ mailbox_wait(Oid dboid, DistseqDbWorker *w, long timeout_ms,
 					 errmsg("the distseq worker of database \"%s\" went away", name),
 					 errhint("Try again.")));
 		}
-		done = ready(w, arg);
+		if (ticket == 0)
+			ticket = mailbox_post(w, kind, args);
+		else if (w->requests[kind].done >= ticket)
+		{
+			*reply = w->requests[kind].reply;
+			done = true;
+		}
 		LWLockRelease(Distseq->lock);
 		if (done)
 			break;
@@ -243,23 +300,6 @@ mailbox_wait(Oid dboid, DistseqDbWorker *w, long timeout_ms,
 	ConditionVariableCancelSleep();
 }
 
-typedef struct AgentWait
-{
-	uint64		ticket;
-	DistseqWorkerReply reply;
-} AgentWait;
-
-static bool
-agent_pass_done(DistseqDbWorker *w, void *arg)
-{
-	AgentWait  *aw = arg;
-
-	if (w->agent_done < aw->ticket)
-		return false;
-	aw->reply = w->agent_reply;
-	return true;
-}
-
 /*
  * Ask the worker of a database for an agent pass and wait for it to end;
  * raise its error, if it failed.  For distseq_maintain().
@@ -267,56 +307,14 @@ agent_pass_done(DistseqDbWorker *w, void *arg)
 void
 distseq_worker_agent_pass(Oid dboid)
 {
-	DistseqDbWorker *w;
-	AgentWait	aw;
-
-	distseq_worker_wake(dboid);
-	LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
-	w = distseq_mailbox_find(dboid);
-	if (w == NULL)
-		elog(ERROR, "distseq worker slot of database %u is gone", dboid);
-	aw.ticket = ++w->agent_requested;
-	distseq_mailbox_poke(w);
-	LWLockRelease(Distseq->lock);
-	/* it may have left, idle, since it was woken: it stays for a request */
-	distseq_worker_wake(dboid);
-
-	mailbox_wait(dboid, w, Max(distseq_refill_timeout, distseq_remote_timeout * 10),
-				agent_pass_done, &aw, _("timed out waiting for the distseq agent"),
-				_("Check the server log for errors of the distseq worker."));
-	mailbox_reply_raise(&aw.reply);
-}
-
-typedef struct ChangeWait
-{
-	char		op;
-	const char *server_name;
-	Oid			userid;
-	uint64		ticket;			/* 0 until the slot was ours */
 	DistseqWorkerReply reply;
-} ChangeWait;
 
-/* Hand the change over once the slot is free; then wait for its end */
-static bool
-change_done(DistseqDbWorker *w, void *arg)
-{
-	ChangeWait *cw = arg;
-
-	if (cw->ticket == 0)
-	{
-		if (w->change_op != 0)
-			return false;
-		w->change_op = cw->op;
-		strlcpy(w->change_server, cw->server_name, sizeof(w->change_server));
-		w->change_user = cw->userid;
-		cw->ticket = ++w->change_requested;
-		distseq_mailbox_poke(w);
-		return false;
-	}
-	if (w->change_done < cw->ticket)
-		return false;
-	cw->reply = w->change_reply;
-	return true;
+	mailbox_request(dboid, DISTSEQ_REQUEST_AGENT, NULL,
+					Max(distseq_refill_timeout, distseq_remote_timeout * 10),
+					_("timed out waiting for the distseq agent"),
+					_("Check the server log for errors of the distseq worker."),
+					&reply);
+	mailbox_reply_raise(&reply);
 }
 
 /*
@@ -328,25 +326,60 @@ change_done(DistseqDbWorker *w, void *arg)
 void
 distseq_worker_change(Oid dboid, char op, const char *server_name, Oid userid)
 {
-	DistseqDbWorker *w;
-	ChangeWait	cw = {op, server_name, userid, 0};
+	DistseqChangeArgs args = {op};
+	DistseqWorkerReply reply;
 
-	distseq_worker_wake(dboid);
-	LWLockAcquire(Distseq->lock, LW_SHARED);
-	w = distseq_mailbox_find(dboid);
-	LWLockRelease(Distseq->lock);
-	if (w == NULL)
-		elog(ERROR, "distseq worker slot of database %u is gone", dboid);
-
+	strlcpy(args.server, server_name, sizeof(args.server));
+	args.userid = userid;
 	/* a change talks to every member, twice */
-	mailbox_wait(dboid, w, Max(distseq_refill_timeout, distseq_remote_timeout * 20),
-				change_done, &cw,
-				_("timed out waiting for the distseq worker to change the membership"),
-				_("The change may still be made: look at distseq_peers."));
-	mailbox_reply_raise(&cw.reply);
-	if (cw.reply.elevel == WARNING)
+	mailbox_request(dboid, DISTSEQ_REQUEST_CHANGE, &args,
+					Max(distseq_refill_timeout, distseq_remote_timeout * 20),
+					_("timed out waiting for the distseq worker to change the membership"),
+					_("The change may still be made: look at distseq_peers."),
+					&reply);
+	mailbox_reply_raise(&reply);
+	if (reply.elevel == WARNING)
 		ereport(WARNING,
 				(errmsg("the distseq membership change is decided, but not active on every member yet"),
-				 errdetail_internal("%s", cw.reply.message),
+				 errdetail_internal("%s", reply.message),
 				 errhint("The worker goes on as members become reachable; distseq_peers shows the pending ones.")));
+}
+
+/*
+ * The worker's side.  Is a request of this kind not answered yet?  *ticket
+ * is the last one handed out, to answer up to; *args, if given, what a
+ * change asks for.
+ */
+bool
+distseq_mailbox_asked(DistseqRequestKind kind, uint64 *ticket,
+					  DistseqChangeArgs *args)
+{
+	DistseqRequest *req = &MyDistseqWorker->requests[kind];
+	bool		asked;
+
+	LWLockAcquire(Distseq->lock, LW_SHARED);
+	*ticket = req->requested;
+	asked = req->done < req->requested;
+	if (args != NULL)
+		*args = MyDistseqWorker->change;
+	LWLockRelease(Distseq->lock);
+	return asked;
+}
+
+/*
+ * Answer the requests of a kind up to "ticket" (elevel 0, WARNING or
+ * ERROR, and the text, cleaned and cut here) and wake who waits for them
+ */
+void
+distseq_mailbox_answer(DistseqRequestKind kind, uint64 ticket, int elevel,
+					   int sqlstate, const char *message, const char *detail,
+					   const char *hint)
+{
+	DistseqRequest *req = &MyDistseqWorker->requests[kind];
+
+	LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
+	mailbox_reply_set(&req->reply, elevel, sqlstate, message, detail, hint);
+	req->done = Max(req->done, ticket);
+	LWLockRelease(Distseq->lock);
+	ConditionVariableBroadcast(&MyDistseqWorker->agent_cv);
 }

@@ -675,10 +675,7 @@ refill_agent_pass(const char *focus, ErrorData **focus_error)
 											ALLOCSET_SMALL_SIZES);
 	MemoryContextReset(failure_cxt);
 
-	LWLockAcquire(Distseq->lock, LW_SHARED);
-	requested = MyDistseqWorker->agent_requested;
-	asked = requested > MyDistseqWorker->agent_done;
-	LWLockRelease(Distseq->lock);
+	asked = distseq_mailbox_asked(DISTSEQ_REQUEST_AGENT, &requested, NULL);
 
 	last_agent_run = GetCurrentTimestamp();
 	pgstat_report_activity(STATE_RUNNING, "distseq agent");
@@ -714,16 +711,13 @@ refill_agent_pass(const char *focus, ErrorData **focus_error)
 		ok = false;
 	}
 	/* tell whoever asked for this pass how it went */
-	LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
 	if (first)
-		distseq_mailbox_reply_set(&MyDistseqWorker->agent_reply, ERROR,
-						 ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
-						 first->message, first->detail, NULL);
+		distseq_mailbox_answer(DISTSEQ_REQUEST_AGENT, requested, ERROR,
+							   ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION,
+							   first->message, first->detail, NULL);
 	else
-		distseq_mailbox_reply_set(&MyDistseqWorker->agent_reply, 0, 0, NULL, NULL, NULL);
-	MyDistseqWorker->agent_done = Max(MyDistseqWorker->agent_done, requested);
-	LWLockRelease(Distseq->lock);
-	ConditionVariableBroadcast(&MyDistseqWorker->agent_cv);
+		distseq_mailbox_answer(DISTSEQ_REQUEST_AGENT, requested, 0, 0,
+							   NULL, NULL, NULL);
 	return ok;
 }
 
@@ -821,12 +815,9 @@ distseq_refill_serve(void)
 void
 distseq_refill_run_agent(void)
 {
-	bool		asked;
+	uint64		ticket;
 
-	LWLockAcquire(Distseq->lock, LW_SHARED);
-	asked = MyDistseqWorker->agent_requested > MyDistseqWorker->agent_done;
-	LWLockRelease(Distseq->lock);
-	if (asked)
+	if (distseq_mailbox_asked(DISTSEQ_REQUEST_AGENT, &ticket, NULL))
 	{
 		last_work = GetCurrentTimestamp();
 		(void) refill_agent_pass(NULL, NULL);

@@ -207,27 +207,19 @@ static void
 worker_change_pass(void)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
-	char		op;
-	char		server[NAMEDATALEN];
-	Oid			userid;
+	DistseqChangeArgs args;
 	uint64		ticket;
 	char	   *volatile unfinished = NULL;
 	ErrorData  *volatile edata = NULL;
 
-	LWLockAcquire(Distseq->lock, LW_SHARED);
-	op = MyDistseqWorker->change_op;
-	strlcpy(server, MyDistseqWorker->change_server, sizeof(server));
-	userid = MyDistseqWorker->change_user;
-	ticket = MyDistseqWorker->change_requested;
-	LWLockRelease(Distseq->lock);
-	if (op == 0)
+	if (!distseq_mailbox_asked(DISTSEQ_REQUEST_CHANGE, &ticket, &args))
 		return;
 
 	last_work = GetCurrentTimestamp();
 	pgstat_report_activity(STATE_RUNNING, "distseq membership change");
 	PG_TRY();
 	{
-		unfinished = distseq_change_run(op, server, userid, oldcxt);
+		unfinished = distseq_change_run(args.op, args.server, args.userid, oldcxt);
 	}
 	PG_CATCH();
 	{
@@ -238,17 +230,13 @@ worker_change_pass(void)
 	PG_END_TRY();
 	pgstat_report_activity(STATE_IDLE, NULL);
 
-	LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
 	if (edata)
-		distseq_mailbox_reply_set(&MyDistseqWorker->change_reply, ERROR, edata->sqlerrcode,
-						 edata->message, edata->detail, edata->hint);
+		distseq_mailbox_answer(DISTSEQ_REQUEST_CHANGE, ticket, ERROR,
+							   edata->sqlerrcode, edata->message, edata->detail,
+							   edata->hint);
 	else
-		distseq_mailbox_reply_set(&MyDistseqWorker->change_reply, unfinished ? WARNING : 0,
-						 0, unfinished, NULL, NULL);
-	MyDistseqWorker->change_op = 0;
-	MyDistseqWorker->change_done = ticket;
-	LWLockRelease(Distseq->lock);
-	ConditionVariableBroadcast(&MyDistseqWorker->agent_cv);
+		distseq_mailbox_answer(DISTSEQ_REQUEST_CHANGE, ticket,
+							   unfinished ? WARNING : 0, 0, unfinished, NULL, NULL);
 	if (edata)
 		FreeErrorData(edata);
 	if (unfinished)
@@ -390,9 +378,8 @@ worker_leave_if_idle(void)
 	worker_write_back(true);
 
 	LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
-	busy = MyDistseqWorker->agent_requested > MyDistseqWorker->agent_done ||
-		MyDistseqWorker->change_op != 0 || MyDistseqWorker->dropper != 0 ||
-		MyDistseqWorker->stop;
+	busy = distseq_mailbox_pending(MyDistseqWorker) ||
+		MyDistseqWorker->dropper != 0 || MyDistseqWorker->stop;
 	for (int i = 0; i < distseq_max_sequences && !busy; i++)
 	{
 		DistseqSeq *seq = &Distseq->seqs[i];
