@@ -523,10 +523,12 @@ extern void distseq_mailbox_answer(DistseqRequestKind kind, uint64 ticket,
 								   int elevel, int sqlstate, const char *message,
 								   const char *detail, const char *hint);
 extern bool distseq_worker_stopping(void);
+extern void distseq_set_between_steps(void (*fn) (void));
+extern void distseq_between_steps(void);
 
 /* src/refill.c */
 extern void distseq_refill_serve(void);
-extern void distseq_worker_serve_refills(void);
+extern void distseq_refill_between_steps(void);
 extern void distseq_refill_run_agent(void);
 extern void distseq_refill_agent_soon(void);
 extern bool distseq_refill_has_peers(void);

@@ -148,6 +148,27 @@ distseq_worker_wake(Oid dboid)
 	}
 }
 
+/*
+ * What a long wait of this process does between its steps (the agent's
+ * sequences, remote.c's wake-ups while it waits on a peer): the refill
+ * worker serves the refills asked for meanwhile (it sets refill.c's
+ * function here); a backend does nothing.
+ */
+static void (*between_steps) (void) = NULL;
+
+void
+distseq_set_between_steps(void (*fn) (void))
+{
+	between_steps = fn;
+}
+
+void
+distseq_between_steps(void)
+{
+	if (between_steps != NULL)
+		between_steps();
+}
+
 /* Should a long wait (on a peer) give up now? */
 bool
 distseq_worker_stopping(void)

@@ -19,7 +19,7 @@
  * A sequence that draws from other servers is refilled by a call to one of
  * them, made outside any transaction: while the worker waits on it (up to
  * distseq.remote_timeout), it serves the refills of the database's other
- * sequences from their own windows (distseq_worker_serve_refills), and puts
+ * sequences from their own windows (distseq_refill_between_steps), and puts
  * off those that would call a server or the agent until the call ends, so
  * one remote call at most is in flight.  A server that did not answer rests
  * a while (remote.c): a hung one costs only its own sequence, a timeout now
@@ -724,14 +724,15 @@ refill_agent_pass(const char *focus, ErrorData **focus_error)
 /*
  * Serve the refills asked for meanwhile: between the steps of an agent
  * pass, which may wait on peers, and while a remote refill waits on one
- * outside any transaction (remote.c calls this then).  While a remote
+ * outside any transaction.  The worker lends it to the agent and to
+ * remote.c, which call it through distseq_between_steps.  While a remote
  * refill waits, only refills from this node's own windows are served: the
  * others, and those that would need an agent pass, are put off until it
  * ends (refill_defer), so at most one remote call is in flight and no
  * connection is used twice at once.
  */
 void
-distseq_worker_serve_refills(void)
+distseq_refill_between_steps(void)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
 

@@ -503,6 +503,8 @@ distseq_worker_main(Datum main_arg)
 	SetConfigOption("lock_timeout", "10s", PGC_SUSET, PGC_S_OVERRIDE);
 	SetConfigOption("statement_timeout", "0", PGC_SUSET, PGC_S_OVERRIDE);
 	pgstat_report_appname("distseq worker");
+	/* the agent's steps and the waits on peers serve refills meanwhile */
+	distseq_set_between_steps(distseq_refill_between_steps);
 
 	last_work = GetCurrentTimestamp();
 	for (;;)
