@@ -134,6 +134,49 @@ typedef struct LogRepeat
 static HTAB *log_repeats = NULL;
 static MemoryContext log_cxt = NULL;
 
+/*
+ * Note that a message with this key is to be logged now: returns how many
+ * times it was left out since it was last logged, or -1 to leave it out
+ * now.
+ */
+static int64
+log_repeat_note(uint64 key, TimestampTz now)
+{
+	LogRepeat  *r;
+	int64		suppressed;
+	bool		found;
+
+	if (hash_get_num_entries(log_repeats) >= LOG_REPEAT_MAX &&
+		hash_search(log_repeats, &key, HASH_FIND, NULL) == NULL)
+	{
+		HASH_SEQ_STATUS scan;
+		LogRepeat  *old;
+
+		hash_seq_init(&scan, log_repeats);
+		while ((old = hash_seq_search(&scan)) != NULL)
+		{
+			if (TimestampDifferenceExceeds(old->logged, now,
+										   DISTSEQ_LOG_REPEAT_SECS * 1000))
+				hash_search(log_repeats, &old->key, HASH_REMOVE, NULL);
+		}
+	}
+	if (hash_get_num_entries(log_repeats) >= LOG_REPEAT_MAX &&
+		hash_search(log_repeats, &key, HASH_FIND, NULL) == NULL)
+		return 0;				/* written untracked */
+
+	r = hash_search(log_repeats, &key, HASH_ENTER, &found);
+	if (found && !TimestampDifferenceExceeds(r->logged, now,
+											 DISTSEQ_LOG_REPEAT_SECS * 1000))
+	{
+		r->suppressed++;
+		return -1;
+	}
+	suppressed = found ? r->suppressed : 0;
+	r->logged = now;
+	r->suppressed = 0;
+	return suppressed;
+}
+
 void
 distseq_worker_log(const char *detail, const char *fmt,...)
 {
@@ -141,10 +184,7 @@ distseq_worker_log(const char *detail, const char *fmt,...)
 	MemoryContext oldcxt;
 	StringInfoData message;
 	char	   *clean;
-	uint64		key;
-	LogRepeat  *r = NULL;
-	int64		suppressed = 0;
-	bool		found;
+	int64		suppressed;
 
 	if (log_repeats == NULL)
 	{
@@ -172,37 +212,14 @@ distseq_worker_log(const char *detail, const char *fmt,...)
 		enlargeStringInfo(&message, needed);
 	}
 	clean = distseq_clean_text(message.data, 1024);
-	key = hash_bytes_extended((const unsigned char *) clean, strlen(clean), 0);
-
-	if (hash_get_num_entries(log_repeats) >= LOG_REPEAT_MAX &&
-		hash_search(log_repeats, &key, HASH_FIND, NULL) == NULL)
+	suppressed = log_repeat_note(hash_bytes_extended((const unsigned char *) clean,
+													 strlen(clean), 0),
+								 now);
+	if (suppressed < 0)
 	{
-		HASH_SEQ_STATUS scan;
-		LogRepeat  *old;
-
-		hash_seq_init(&scan, log_repeats);
-		while ((old = hash_seq_search(&scan)) != NULL)
-		{
-			if (TimestampDifferenceExceeds(old->logged, now,
-										   DISTSEQ_LOG_REPEAT_SECS * 1000))
-				hash_search(log_repeats, &old->key, HASH_REMOVE, NULL);
-		}
-	}
-	if (hash_get_num_entries(log_repeats) < LOG_REPEAT_MAX ||
-		hash_search(log_repeats, &key, HASH_FIND, NULL) != NULL)
-	{
-		r = hash_search(log_repeats, &key, HASH_ENTER, &found);
-		if (found && !TimestampDifferenceExceeds(r->logged, now,
-												 DISTSEQ_LOG_REPEAT_SECS * 1000))
-		{
-			r->suppressed++;
-			MemoryContextSwitchTo(oldcxt);
-			MemoryContextReset(log_cxt);
-			return;
-		}
-		suppressed = found ? r->suppressed : 0;
-		r->logged = now;
-		r->suppressed = 0;
+		MemoryContextSwitchTo(oldcxt);
+		MemoryContextReset(log_cxt);
+		return;
 	}
 
 	detail = (detail && detail[0]) ? distseq_clean_text(detail, 2048) : NULL;

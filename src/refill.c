@@ -345,6 +345,7 @@ refill_remote_reserve_one(RemoteReserve *rr)
 	RemoteConn *rc;
 	char		count[32];
 	const char *params[2] = {rr->name, count};
+	const char *schema;
 	DistseqRemoteResult *res;
 	DistseqRange r;
 	const int64 *members;
@@ -360,12 +361,13 @@ refill_remote_reserve_one(RemoteReserve *rr)
 	remote_waiting = rr->seq;
 	distseq_remote_open(rc);
 	snprintf(count, sizeof(count), INT64_FORMAT, rr->count);
+	schema = distseq_remote_schema(rc);
 	res = distseq_remote_query(rc,
 							   psprintf("SELECT r.lo, r.hi, n.node_id, n.members"
-										" FROM %1$s.distseq_peer_reserve($1::pg_catalog.text,"
+										" FROM %s.distseq_peer_reserve($1::pg_catalog.text,"
 										" $2::pg_catalog.int8) r,"
-										" %1$s.distseq_peer_state() n",
-										distseq_remote_schema(rc)),
+										" %s.distseq_peer_state() n",
+										schema, schema),
 							   2, params, "llla", 1);
 	remote_waiting = NULL;
 	pgstat_report_activity(STATE_IDLE, NULL);
@@ -444,23 +446,96 @@ refill_sources(DistseqSeq *seq, Oid relid, uint64 gen, MemoryContext cxt,
 }
 
 /*
+ * Reserve on the first source that answers.  A server that did not answer
+ * rests a while: meanwhile it is passed over at once.  Why each one failed
+ * goes to "errors".
+ */
+static bool
+refill_remote_first(RemoteReserve *rr, List *sources, StringInfo errors)
+{
+	volatile bool ok = false;
+	ListCell   *lc;
+
+	foreach(lc, sources)
+	{
+		RemoteSource *s = lfirst(lc);
+		const char *why;
+
+		/* the reason it rests, for who wonders why it is not tried */
+		if (s->error == NULL && distseq_remote_resting(s->serverid, &why))
+			s->error = why[0] ? psprintf("%s (a moment ago)", why) :
+				psprintf("distseq peer \"%s\" did not answer a moment ago", s->name);
+		if (s->error)
+		{
+			appendStringInfo(errors, "%s%s", errors->len ? "; " : "", s->error);
+			continue;
+		}
+		rr->source = s;
+		PG_TRY();
+		{
+			refill_remote_reserve_one(rr);
+			ok = true;
+		}
+		PG_CATCH();
+		{
+			ErrorData  *edata;
+
+			remote_waiting = NULL;
+			edata = distseq_worker_catch(rr->cxt);
+			if (distseq_remote_unanswered(edata->sqlerrcode))
+				distseq_remote_rest(s->serverid, edata->message);
+			appendStringInfo(errors, "%s%s", errors->len ? "; " : "", edata->message);
+			FreeErrorData(edata);
+		}
+		PG_END_TRY();
+		if (ok)
+			break;
+	}
+	return ok;
+}
+
+/*
+ * Put the group the sequence now draws from on record, before its values
+ * are used.  Returns why it could not be, or NULL.
+ */
+static char *
+refill_record_group(Oid relid, RemoteReserve *rr)
+{
+	char	   *volatile failure = NULL;
+
+	PG_TRY();
+	{
+		distseq_xact_begin();
+		distseq_catalog_set_server_nodes(relid, rr->nodes, rr->nnodes);
+		distseq_xact_commit();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata = distseq_worker_catch(rr->cxt);
+
+		failure = pstrdup(edata->message);
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+	return failure;
+}
+
+/*
  * A sequence that draws from other servers: reserve a segment on the first
  * that answers, in that server's own transaction (committed synchronously
  * there before we see the result), failing over to the next on any error
- * or timeout.  A server that did not answer rests a while: meanwhile it is
- * passed over at once.  Returns false, having recorded the failure, when
- * no server gave a segment.
+ * or timeout.  Returns false, having recorded the failure, when no server
+ * gave a segment.
  */
 static bool
 refill_remote(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
-					 RefillSources *src, MemoryContext cxt, DistseqRange *r)
+			  RefillSources *src, MemoryContext cxt, DistseqRange *r)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
 	RemoteReserve rr = {0};
-	volatile bool ok = false;
-	char	   *volatile failure = NULL;
+	bool		ok;
+	char	   *failure = NULL;
 	StringInfoData errors;
-	ListCell   *lc;
 
 	MemoryContextSwitchTo(cxt);
 	initStringInfo(&errors);
@@ -473,64 +548,16 @@ refill_remote(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
 	rr.cxt = cxt;
 	rr.nodes = src->nodes;
 	rr.nnodes = src->nnodes;
-	foreach(lc, src->sources)
-	{
-		RemoteSource *s = lfirst(lc);
-		const char *why;
-
-		/* the reason it rests, for who wonders why it is not tried */
-		if (s->error == NULL && distseq_remote_resting(s->serverid, &why))
-			s->error = why[0] ? psprintf("%s (a moment ago)", why) :
-				psprintf("distseq peer \"%s\" did not answer a moment ago", s->name);
-		if (s->error)
-		{
-			appendStringInfo(&errors, "%s%s", errors.len ? "; " : "", s->error);
-			continue;
-		}
-		rr.source = s;
-		PG_TRY();
-		{
-			refill_remote_reserve_one(&rr);
-			ok = true;
-		}
-		PG_CATCH();
-		{
-			ErrorData  *edata;
-
-			remote_waiting = NULL;
-			edata = distseq_worker_catch(cxt);
-			if (distseq_remote_unanswered(edata->sqlerrcode))
-				distseq_remote_rest(s->serverid, edata->message);
-			appendStringInfo(&errors, "%s%s", errors.len ? "; " : "", edata->message);
-			FreeErrorData(edata);
-		}
-		PG_END_TRY();
-		if (ok)
-			break;
-	}
+	ok = refill_remote_first(&rr, src->sources, &errors);
 	if (ok && rr.nnodes != src->nnodes)
 	{
-		PG_TRY();
-		{
-			distseq_xact_begin();
-			distseq_catalog_set_server_nodes(relid, rr.nodes, rr.nnodes);
-			distseq_xact_commit();
-		}
-		PG_CATCH();
-		{
-			ErrorData  *edata = distseq_worker_catch(cxt);
-
-			/* the group must be on record before its values are used */
-			ok = false;
-			failure = pstrdup(edata->message);
-			FreeErrorData(edata);
-		}
-		PG_END_TRY();
+		failure = refill_record_group(relid, &rr);
+		ok = failure == NULL;
 	}
 	MemoryContextSwitchTo(cxt);
 	if (!ok)
 		refill_failed(seq, gen, failure ? failure :
-							 psprintf("no server answered: %s", errors.data), NULL);
+					  psprintf("no server answered: %s", errors.data), NULL);
 	pgstat_report_activity(STATE_IDLE, NULL);
 
 	/* refills put off while waiting: serve them next */
@@ -558,6 +585,37 @@ refill_defer(DistseqSeq *seq)
 	MemoryContextSwitchTo(oldcxt);
 }
 
+/*
+ * Publish a durable segment into the pool, with the totals the first
+ * reservation read, and wake the waiters
+ */
+static void
+refill_publish(DistseqSeq *seq, Oid relid, uint64 gen, bool account,
+			   int64 issued, int64 lost, int64 skipped, DistseqRange r)
+{
+	LWLockAcquire(seq->lock, LW_EXCLUSIVE);
+	if (distseq_seq_is(seq, MyDatabaseId, relid, gen))
+	{
+		if (account)
+		{
+			/* a sequence drawing from others keeps no totals here */
+			seq->issued = Max(issued, 0);
+			seq->lost = Max(lost, 0);
+			seq->accounted = true;
+		}
+		else
+			seq->lost += skipped;
+		distseq_pool_publish(seq, r);
+		seq->last_refill = GetCurrentTimestamp();
+		seq->refills++;
+		seq->exhausted = RANGE_SIZE(r) == 0;
+		seq->refill_pending = false;
+	}
+	LWLockRelease(seq->lock);
+	ConditionVariableBroadcast(&seq->cv);
+}
+
+/* Refill one sequence whose refill is pending */
 static void
 refill_sequence(DistseqSeq *seq)
 {
@@ -626,26 +684,7 @@ refill_sequence(DistseqSeq *seq)
 								  &lost, &skipped, &r))
 		return;
 
-	LWLockAcquire(seq->lock, LW_EXCLUSIVE);
-	if (distseq_seq_is(seq, MyDatabaseId, relid, gen))
-	{
-		if (account)
-		{
-			/* a sequence drawing from others keeps no totals here */
-			seq->issued = Max(issued, 0);
-			seq->lost = Max(lost, 0);
-			seq->accounted = true;
-		}
-		else
-			seq->lost += skipped;
-		distseq_pool_publish(seq, r);
-		seq->last_refill = GetCurrentTimestamp();
-		seq->refills++;
-		seq->exhausted = RANGE_SIZE(r) == 0;
-		seq->refill_pending = false;
-	}
-	LWLockRelease(seq->lock);
-	ConditionVariableBroadcast(&seq->cv);
+	refill_publish(seq, relid, gen, account, issued, lost, skipped, r);
 }
 
 /*

@@ -447,18 +447,13 @@ worker_wait_for_drop(void)
 	}
 }
 
-void
-distseq_worker_main(Datum main_arg)
+/*
+ * Take the database's slot: one worker per database, so a second one, or
+ * one nobody wants any more, leaves
+ */
+static void
+worker_attach(Oid dboid)
 {
-	Oid			dboid = DatumGetObjectId(main_arg);
-	bool		stop;
-	bool		dropping;
-
-	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	BackgroundWorkerUnblockSignals();
-
-	/* one worker per database: a second one, or one nobody wants, leaves */
 	LWLockAcquire(Distseq->lock, LW_EXCLUSIVE);
 	MyDistseqWorker = distseq_mailbox_find(dboid);
 	if (MyDistseqWorker == NULL || MyDistseqWorker->pid != 0 || MyDistseqWorker->stop)
@@ -473,8 +468,13 @@ distseq_worker_main(Datum main_arg)
 	MyDistseqWorker->registered = true;
 	LWLockRelease(Distseq->lock);
 	before_shmem_exit(worker_detach, (Datum) 0);
+}
 
-	worker_wait_for_drop();
+/* Connect to the database, and set what every refill relies on */
+static void
+worker_connect(Oid dboid)
+{
+	bool		stop;
 
 	/*
 	 * A database nobody can connect to -- left invalid by a drop that failed
@@ -505,6 +505,21 @@ distseq_worker_main(Datum main_arg)
 	pgstat_report_appname("distseq worker");
 	/* the agent's steps and the waits on peers serve refills meanwhile */
 	distseq_set_between_steps(distseq_refill_between_steps);
+}
+
+void
+distseq_worker_main(Datum main_arg)
+{
+	Oid			dboid = DatumGetObjectId(main_arg);
+	bool		dropping;
+
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	BackgroundWorkerUnblockSignals();
+
+	worker_attach(dboid);
+	worker_wait_for_drop();
+	worker_connect(dboid);
 
 	last_work = GetCurrentTimestamp();
 	for (;;)
