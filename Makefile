@@ -15,6 +15,7 @@ OBJS = \
 	src/status.o \
 	src/message.o \
 	src/mailbox.o \
+	src/sources.o \
 	src/refill.o \
 	src/worker.o \
 	src/standby.o \

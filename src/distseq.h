@@ -526,6 +526,26 @@ extern bool distseq_worker_stopping(void);
 extern void distseq_set_between_steps(void (*fn) (void));
 extern void distseq_between_steps(void);
 
+/* src/sources.c */
+/* Where a sequence's refills come from: its own windows if no sources */
+typedef struct RefillSources
+{
+	List	   *sources;		/* a server it draws from, in the
+								 * catalog's order */
+	Oid			owner;
+	int64		start_value;
+	/* the group the sequence drew from before: grows with what answers */
+	int64	   *nodes;
+	int			nnodes;
+} RefillSources;
+
+extern bool distseq_sources_read(Oid relid, MemoryContext cxt, RefillSources *src,
+								 ErrorData **error);
+extern bool distseq_sources_reserve(DistseqSeq *seq, Oid relid, int64 count,
+									RefillSources *src, MemoryContext cxt,
+									DistseqRange *r, char **failure);
+extern DistseqSeq *distseq_sources_waiting(void);
+
 /* src/refill.c */
 extern void distseq_refill_serve(void);
 extern void distseq_refill_between_steps(void);

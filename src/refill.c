@@ -1,10 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * refill.c
- *	  Refills, as the worker (worker.c) serves them: segment sizing, the
- *	  reservation from this node's own windows, the call to another server
- *	  for a sequence that draws from others, and the agent passes that open
- *	  windows when a refill finds none.
+ *	  Refills, as the worker (worker.c) serves them: which ones and when,
+ *	  segment sizing, the reservation from this node's own windows (a call
+ *	  to other servers, for a sequence that draws from them, is sources.c's),
+ *	  and the agent passes that open windows when a refill finds none.
  *
  * Backends never reserve values themselves.  When a pool runs low, the
  * backend sets refill_pending on the entry and wakes the worker
@@ -17,13 +17,11 @@
  * flag per sequence keep at most one refill per sequence in flight.
  *
  * A sequence that draws from other servers is refilled by a call to one of
- * them, made outside any transaction: while the worker waits on it (up to
- * distseq.remote_timeout), it serves the refills of the database's other
- * sequences from their own windows (distseq_refill_between_steps), and puts
- * off those that would call a server or the agent until the call ends, so
- * one remote call at most is in flight.  A server that did not answer rests
- * a while (remote.c): a hung one costs only its own sequence, a timeout now
- * and then.
+ * them (sources.c), made outside any transaction: while the worker waits
+ * on it, it serves the refills of the database's other sequences from
+ * their own windows (distseq_refill_between_steps), and puts off those
+ * that would call a server or the agent until the call ends, so one remote
+ * call at most is in flight.
  *
  * A value is always either in shared memory or unreserved in the catalog,
  * never both: segments are committed before they are published.
@@ -43,20 +41,16 @@
 
 #include "access/xact.h"
 #include "access/xlog.h"
-#include "common/int.h"
 #include "executor/spi.h"
-#include "foreign/foreign.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "replication/syncrep.h"
 #include "replication/walsender.h"
 #include "replication/walsender_private.h"
-#include "utils/acl.h"
 #include "utils/memutils.h"
 
 static TimestampTz last_agent_run = 0;
 static bool in_agent_pass = false;	/* refills are served between its steps */
-static DistseqSeq *remote_waiting = NULL;	/* its refill waits on a peer */
 static bool serving_meanwhile = false;	/* serving while it waits */
 static List *remote_deferred = NIL; /* refills put off meanwhile */
 static bool serve_again = false;	/* some were put off: serve before sleeping */
@@ -95,7 +89,7 @@ refill_acknowledged(void)
  */
 static void
 refill_failed(DistseqSeq *seq, uint64 gen, const char *message,
-					 const char *detail)
+			  const char *detail)
 {
 	char	   *m = distseq_clean_text(message, sizeof(seq->last_error));
 	char	   *d = distseq_clean_text(detail ? detail : "", sizeof(seq->last_detail));
@@ -192,7 +186,7 @@ refill_reserve(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
 		ErrorData  *edata = distseq_worker_catch(oldcxt);
 
 		distseq_worker_log(edata->detail, "distseq worker could not refill sequence with relation %u: %s",
-				   relid, edata->message);
+						   relid, edata->message);
 		if (committed)
 			refill_reservation_lost(seq, gen, account, *r, *skipped);
 		refill_failed(seq, gen, edata->message, edata->detail);
@@ -211,8 +205,8 @@ refill_reserve(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
  */
 static bool
 refill_local(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
-					bool account, int64 *issued, int64 *lost, int64 *skipped,
-					DistseqRange *r)
+			 bool account, int64 *issued, int64 *lost, int64 *skipped,
+			 DistseqRange *r)
 {
 	bool		need_windows = false;
 	char		name[NAMEDATALEN];
@@ -233,9 +227,9 @@ refill_local(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
 		 * Served between the steps of an agent pass, or while a remote
 		 * refill waits: no agent pass now, serve it again after
 		 */
-		if (in_agent_pass || remote_waiting)
+		if (in_agent_pass || distseq_sources_waiting())
 		{
-			if (remote_waiting)
+			if (distseq_sources_waiting())
 				refill_defer(seq);
 			serve_again = true;
 			return false;
@@ -244,8 +238,8 @@ refill_local(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
 		{
 			/* not exhausted: the windows are just not there yet */
 			refill_failed(seq, gen,
-								 "no open window left here, and the agent has not opened one yet",
-								 NULL);
+						  "no open window left here, and the agent has not opened one yet",
+						  NULL);
 			return false;
 		}
 		/* the agent's reason for this very sequence, if it failed */
@@ -258,307 +252,20 @@ refill_local(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
 	}
 }
 
-/* A server a sequence draws from, as its catalog row names it */
-typedef struct RemoteSource
-{
-	Oid			serverid;
-	char	   *name;
-	char	   *error;			/* why it cannot be used, or NULL */
-} RemoteSource;
-
-/* Where a sequence's refills come from: its own windows if no sources */
-typedef struct RefillSources
-{
-	List	   *sources;		/* RemoteSource, in the catalog's order */
-	Oid			owner;
-	int64		start_value;
-	/* the group the sequence drew from before: grows with what answers */
-	int64	   *nodes;
-	int			nnodes;
-} RefillSources;
-
-typedef struct RemoteReserve
-{
-	DistseqSeq *seq;
-	RemoteSource *source;
-	Oid			owner;
-	const char *name;
-	int64		count;
-	int64		start_value;
-	int64		max_value;
-	MemoryContext cxt;
-	DistseqRange r;
-	int64	   *nodes;
-	int			nnodes;
-} RemoteReserve;
-
-static bool
-node_in(int64 node, int64 *nodes, int n)
-{
-	for (int i = 0; i < n; i++)
-		if (nodes[i] == node)
-			return true;
-	return false;
-}
-
 /*
- * The servers a sequence draws from must share one id space: be one node,
- * or members of one group.  Check the node that answered, with the members
- * it sees, against the group seen so far, and add them to it.
- */
-static void
-refill_check_group(RemoteReserve *rr, int64 node_id, const int64 *members, int nmembers)
-{
-	bool		shared = rr->nnodes == 0 || node_in(node_id, rr->nodes, rr->nnodes);
-	int64	   *nodes;
-	int			n = rr->nnodes;
-
-	for (int i = 0; i < nmembers; i++)
-		shared = shared || node_in(members[i], rr->nodes, rr->nnodes);
-	if (!shared)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("distseq peer \"%s\" is not in the group sequence \"%s\" drew from before",
-						rr->source->name, rr->name),
-				 errdetail("Its values could repeat those of the other servers.")));
-	nodes = palloc(sizeof(int64) * (rr->nnodes + nmembers + 1));
-	memcpy(nodes, rr->nodes, sizeof(int64) * rr->nnodes);
-	if (!node_in(node_id, nodes, n))
-		nodes[n++] = node_id;
-	for (int i = 0; i < nmembers; i++)
-	{
-		if (!node_in(members[i], nodes, n))
-			nodes[n++] = members[i];
-	}
-	rr->nodes = nodes;
-	rr->nnodes = n;
-}
-
-/*
- * Reserve a segment on one server.  The connection is looked up in a
- * transaction; connecting and the call itself run outside any, so that
- * the waits serve the other refills of the database meanwhile.
- */
-static void
-refill_remote_reserve_one(RemoteReserve *rr)
-{
-	RemoteConn *rc;
-	char		count[32];
-	const char *params[2] = {rr->name, count};
-	const char *schema;
-	DistseqRemoteResult *res;
-	DistseqRange r;
-	const int64 *members;
-	int			nmembers;
-	int64		size;
-
-	distseq_xact_begin();
-	rc = distseq_remote_lookup(rr->source->serverid, rr->owner);
-	distseq_xact_commit();
-	MemoryContextSwitchTo(rr->cxt);
-
-	pgstat_report_activity(STATE_RUNNING, "distseq remote refill");
-	remote_waiting = rr->seq;
-	distseq_remote_open(rc);
-	snprintf(count, sizeof(count), INT64_FORMAT, rr->count);
-	schema = distseq_remote_schema(rc);
-	res = distseq_remote_query(rc,
-							   psprintf("SELECT r.lo, r.hi, n.node_id, n.members"
-										" FROM %s.distseq_peer_reserve($1::pg_catalog.text,"
-										" $2::pg_catalog.int8) r,"
-										" %s.distseq_peer_state() n",
-										schema, schema),
-							   2, params, "llla", 1);
-	remote_waiting = NULL;
-	pgstat_report_activity(STATE_IDLE, NULL);
-
-	r.lo = distseq_remote_int8(res, 0, 0);
-	r.hi = distseq_remote_int8(res, 0, 1);
-	members = distseq_remote_int8s(res, 0, 3, &nmembers);
-	refill_check_group(rr, distseq_remote_int8(res, 0, 2), members, nmembers);
-	if (r.hi <= r.lo)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("distseq peer \"%s\" has no open window of sequence \"%s\"",
-						rr->source->name, rr->name)));
-	/* a server with another definition of the sequence is no source */
-	if (pg_sub_s64_overflow(r.hi, r.lo, &size) || size > rr->count ||
-		r.lo < rr->start_value || r.hi - 1 > rr->max_value)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_EXCEPTION),
-				 errmsg("distseq peer \"%s\" returned values " INT64_FORMAT " to " INT64_FORMAT " for sequence \"%s\", outside what was asked",
-						rr->source->name, r.lo, r.hi - 1, rr->name)));
-	rr->r = r;
-}
-
-/*
- * Read where a sequence's refills come from, in "cxt".  Returns false,
- * having recorded the failure, on error.
+ * Refill from the servers a sequence draws from (sources.c).  Returns
+ * false, having recorded the failure, when no server gave a segment.
  */
 static bool
-refill_sources(DistseqSeq *seq, Oid relid, uint64 gen, MemoryContext cxt,
-			   RefillSources *src)
+refill_from_sources(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
+					RefillSources *src, MemoryContext cxt, DistseqRange *r)
 {
-	MemoryContext oldcxt = CurrentMemoryContext;
+	char	   *failure;
+	bool		ok = distseq_sources_reserve(seq, relid, count, src, cxt, r,
+											 &failure);
 
-	memset(src, 0, sizeof(RefillSources));
-	PG_TRY();
-	{
-		List	   *names;
-		ListCell   *lc;
-		MemoryContext xcxt;
-
-		distseq_xact_begin();
-		names = distseq_catalog_servers(relid, &src->owner, &src->start_value,
-										&src->nodes, &src->nnodes, cxt);
-		foreach(lc, names)
-		{
-			ForeignServer *server = GetForeignServerByName(lfirst(lc), true);
-			RemoteSource *s = MemoryContextAllocZero(cxt, sizeof(RemoteSource));
-
-			s->name = lfirst(lc);
-			if (server == NULL)
-				s->error = MemoryContextStrdup(cxt,
-											   psprintf("server \"%s\" does not exist", s->name));
-			else if (distseq_foreign_server_aclcheck(server->serverid, src->owner,
-													 ACL_USAGE) != ACLCHECK_OK)
-				s->error = MemoryContextStrdup(cxt,
-											   psprintf("the owner may not use server \"%s\"", s->name));
-			else
-				s->serverid = server->serverid;
-			xcxt = MemoryContextSwitchTo(cxt);
-			src->sources = lappend(src->sources, s);
-			MemoryContextSwitchTo(xcxt);
-		}
-		distseq_xact_commit();
-		MemoryContextSwitchTo(oldcxt);
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata = distseq_worker_catch(oldcxt);
-
-		refill_failed(seq, gen, edata->message, edata->detail);
-		FreeErrorData(edata);
-		return false;
-	}
-	PG_END_TRY();
-	return true;
-}
-
-/*
- * Reserve on the first source that answers.  A server that did not answer
- * rests a while: meanwhile it is passed over at once.  Why each one failed
- * goes to "errors".
- */
-static bool
-refill_remote_first(RemoteReserve *rr, List *sources, StringInfo errors)
-{
-	volatile bool ok = false;
-	ListCell   *lc;
-
-	foreach(lc, sources)
-	{
-		RemoteSource *s = lfirst(lc);
-		const char *why;
-
-		/* the reason it rests, for who wonders why it is not tried */
-		if (s->error == NULL && distseq_remote_resting(s->serverid, &why))
-			s->error = why[0] ? psprintf("%s (a moment ago)", why) :
-				psprintf("distseq peer \"%s\" did not answer a moment ago", s->name);
-		if (s->error)
-		{
-			appendStringInfo(errors, "%s%s", errors->len ? "; " : "", s->error);
-			continue;
-		}
-		rr->source = s;
-		PG_TRY();
-		{
-			refill_remote_reserve_one(rr);
-			ok = true;
-		}
-		PG_CATCH();
-		{
-			ErrorData  *edata;
-
-			remote_waiting = NULL;
-			edata = distseq_worker_catch(rr->cxt);
-			if (distseq_remote_unanswered(edata->sqlerrcode))
-				distseq_remote_rest(s->serverid, edata->message);
-			appendStringInfo(errors, "%s%s", errors->len ? "; " : "", edata->message);
-			FreeErrorData(edata);
-		}
-		PG_END_TRY();
-		if (ok)
-			break;
-	}
-	return ok;
-}
-
-/*
- * Put the group the sequence now draws from on record, before its values
- * are used.  Returns why it could not be, or NULL.
- */
-static char *
-refill_record_group(Oid relid, RemoteReserve *rr)
-{
-	char	   *volatile failure = NULL;
-
-	PG_TRY();
-	{
-		distseq_xact_begin();
-		distseq_catalog_set_server_nodes(relid, rr->nodes, rr->nnodes);
-		distseq_xact_commit();
-	}
-	PG_CATCH();
-	{
-		ErrorData  *edata = distseq_worker_catch(rr->cxt);
-
-		failure = pstrdup(edata->message);
-		FreeErrorData(edata);
-	}
-	PG_END_TRY();
-	return failure;
-}
-
-/*
- * A sequence that draws from other servers: reserve a segment on the first
- * that answers, in that server's own transaction (committed synchronously
- * there before we see the result), failing over to the next on any error
- * or timeout.  Returns false, having recorded the failure, when no server
- * gave a segment.
- */
-static bool
-refill_remote(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
-			  RefillSources *src, MemoryContext cxt, DistseqRange *r)
-{
-	MemoryContext oldcxt = CurrentMemoryContext;
-	RemoteReserve rr = {0};
-	bool		ok;
-	char	   *failure = NULL;
-	StringInfoData errors;
-
-	MemoryContextSwitchTo(cxt);
-	initStringInfo(&errors);
-	rr.seq = seq;
-	rr.owner = src->owner;
-	rr.name = seq->name;
-	rr.count = count;
-	rr.start_value = src->start_value;
-	rr.max_value = seq->max_value;
-	rr.cxt = cxt;
-	rr.nodes = src->nodes;
-	rr.nnodes = src->nnodes;
-	ok = refill_remote_first(&rr, src->sources, &errors);
-	if (ok && rr.nnodes != src->nnodes)
-	{
-		failure = refill_record_group(relid, &rr);
-		ok = failure == NULL;
-	}
-	MemoryContextSwitchTo(cxt);
 	if (!ok)
-		refill_failed(seq, gen, failure ? failure :
-					  psprintf("no server answered: %s", errors.data), NULL);
-	pgstat_report_activity(STATE_IDLE, NULL);
+		refill_failed(seq, gen, failure, NULL);
 
 	/* refills put off while waiting: serve them next */
 	if (remote_deferred != NIL)
@@ -567,8 +274,6 @@ refill_remote(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
 		remote_deferred = NIL;
 		serve_again = true;
 	}
-	MemoryContextSwitchTo(oldcxt);
-	*r = rr.r;
 	return ok;
 }
 
@@ -631,6 +336,7 @@ refill_sequence(DistseqSeq *seq)
 	int64		skipped = 0;
 	bool		account;
 	DistseqRange r;
+	ErrorData  *error;
 
 	/* a refill served while a remote one waits has memory of its own */
 	if (top_cxt == NULL)
@@ -640,7 +346,7 @@ refill_sequence(DistseqSeq *seq)
 		nested_cxt = AllocSetContextCreate(TopMemoryContext, "distseq refill meanwhile",
 										   ALLOCSET_DEFAULT_SIZES);
 	}
-	cxt = remote_waiting ? nested_cxt : top_cxt;
+	cxt = distseq_sources_waiting() ? nested_cxt : top_cxt;
 	MemoryContextReset(cxt);
 
 	last_work = GetCurrentTimestamp();
@@ -652,9 +358,13 @@ refill_sequence(DistseqSeq *seq)
 	LWLockRelease(seq->lock);
 	if (gen == 0)
 		return;
-	if (!refill_sources(seq, relid, gen, cxt, &src))
+	if (!distseq_sources_read(relid, cxt, &src, &error))
+	{
+		refill_failed(seq, gen, error->message, error->detail);
+		FreeErrorData(error);
 		return;
-	if (src.sources != NIL && remote_waiting)
+	}
+	if (src.sources != NIL && distseq_sources_waiting())
 	{
 		refill_defer(seq);
 		return;
@@ -677,11 +387,11 @@ refill_sequence(DistseqSeq *seq)
 
 	if (src.sources != NIL)
 	{
-		if (!refill_remote(seq, relid, gen, count, &src, cxt, &r))
+		if (!refill_from_sources(seq, relid, gen, count, &src, cxt, &r))
 			return;
 	}
 	else if (!refill_local(seq, relid, gen, count, account, &issued,
-								  &lost, &skipped, &r))
+						   &lost, &skipped, &r))
 		return;
 
 	refill_publish(seq, relid, gen, account, issued, lost, skipped, r);
@@ -690,9 +400,9 @@ refill_sequence(DistseqSeq *seq)
 /*
  * One pass of the agent, in transactions of its own.  Returns false, and
  * logs why, when it failed for any sequence (no majority reachable, say):
- * one line per failing sequence, each rate-limited (distseq_worker_log).  "focus",
- * a sequence whose refill waits for the pass, goes first, and why it
- * failed for that sequence -- or for all of them -- comes back in
+ * one line per failing sequence, each rate-limited (distseq_worker_log).
+ * "focus", a sequence whose refill waits for the pass, goes first, and why
+ * it failed for that sequence -- or for all of them -- comes back in
  * *focus_error (NULL if it did not fail), in the caller's memory.
  */
 static bool
@@ -777,7 +487,7 @@ distseq_refill_between_steps(void)
 
 	if (MyDistseqWorker == NULL || IsTransactionState() || serving_meanwhile)
 		return;
-	if (remote_waiting)
+	if (distseq_sources_waiting())
 	{
 		serving_meanwhile = true;
 		PG_TRY();
@@ -837,7 +547,7 @@ distseq_refill_serve(void)
 		bool		pending;
 
 		/* the one waiting on a peer, and those put off meanwhile */
-		if (seq == remote_waiting || list_member_ptr(remote_deferred, seq))
+		if (seq == distseq_sources_waiting() || list_member_ptr(remote_deferred, seq))
 			continue;
 		LWLockAcquire(seq->lock, LW_SHARED);
 		pending = pg_atomic_read_u64(&seq->gen) != 0 &&
