@@ -6,7 +6,8 @@
  *	  database's slot, starts or wakes the worker, posts a request (an agent
  *	  pass, a change of membership) and waits for the reply; the worker
  *	  process finds its own slot here (MyDistseqWorker) and tells long waits
- *	  when to give up (distseq_worker_stopping).
+ *	  when to give up (distseq_worker_stopping) and what to do between their
+ *	  steps (distseq_between_steps).
  *
  * Locking: DistseqShared->lock guards every field of every slot; a slot's
  * agent_cv is where backends sleep for a reply, never holding the lock.
