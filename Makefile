@@ -14,6 +14,10 @@ OBJS = \
 	src/catalog.o \
 	src/windows.o \
 	src/status.o \
+	src/message.o \
+	src/mailbox.o \
+	src/sources.o \
+	src/refill.o \
 	src/worker.o \
 	src/standby.o \
 	src/remote.o \

@@ -494,7 +494,7 @@ agent_sequence(const char *name)
 		AgentOutcome outcome = agent_step(name);
 
 		CHECK_FOR_INTERRUPTS();
-		distseq_worker_serve_refills();
+		distseq_between_steps();
 		if (outcome == AGENT_DONE)
 			return;
 		/* the next step says why */

@@ -284,6 +284,40 @@ typedef struct DistseqWorkerReply
 	char		hint[160];
 } DistseqWorkerReply;
 
+/*
+ * What a backend asks its database's worker for: an agent pass
+ * (distseq_maintain()) or a change of membership (distseq_add_peer(),
+ * distseq_remove_peer()).  Both may be outstanding at once.
+ */
+typedef enum DistseqRequestKind
+{
+	DISTSEQ_REQUEST_AGENT,
+	DISTSEQ_REQUEST_CHANGE,
+	DISTSEQ_NREQUESTS
+} DistseqRequestKind;
+
+/*
+ * The requests of one kind: tickets handed out, answered up to "done",
+ * and the reply to the last one answered.  Agent passes asked for
+ * meanwhile share one pass; a change is posted only once the one before
+ * it was answered, and a WARNING reply to it means decided, not active
+ * everywhere yet.
+ */
+typedef struct DistseqRequest
+{
+	uint64		requested;
+	uint64		done;
+	DistseqWorkerReply reply;
+} DistseqRequest;
+
+/* What a change of membership asks for: op 'a' (add) or 'r' (remove) */
+typedef struct DistseqChangeArgs
+{
+	char		op;
+	char		server[NAMEDATALEN];
+	Oid			userid;
+} DistseqChangeArgs;
+
 /* The refill worker of one database */
 typedef struct DistseqDbWorker
 {
@@ -301,25 +335,11 @@ typedef struct DistseqDbWorker
 	int			dropper;		/* pid of a backend dropping the database:
 								 * the worker stays out until it is done */
 	Latch	   *latch;
-	uint64		pokes;			/* times it was woken (worker_poke) */
+	uint64		pokes;			/* times it was woken (distseq_mailbox_poke) */
 
-	/* distseq_maintain() asks for an agent pass and waits for its end */
-	uint64		agent_requested;
-	uint64		agent_done;
-	DistseqWorkerReply agent_reply; /* of the last pass */
-
-	/*
-	 * distseq_add_peer() and distseq_remove_peer() hand a change of
-	 * membership over (op 'a' or 'r'; 0 when the slot is free) and wait on
-	 * agent_cv for change_done to reach their ticket.  A WARNING reply
-	 * means decided, not active everywhere yet.
-	 */
-	char		change_op;
-	char		change_server[NAMEDATALEN];
-	Oid			change_user;
-	uint64		change_requested;
-	uint64		change_done;
-	DistseqWorkerReply change_reply;
+	/* what backends asked for, by DistseqRequestKind (mailbox.c) */
+	DistseqRequest requests[DISTSEQ_NREQUESTS];
+	DistseqChangeArgs change;	/* of the last change posted */
 } DistseqDbWorker;
 
 typedef struct DistseqShared
@@ -365,7 +385,6 @@ extern void distseq_forget_database(Oid dboid);
 extern void distseq_backend_attach(void);
 extern DistseqMarks *distseq_my_marks(DistseqSeq *seq);
 extern bool distseq_seq_held(DistseqSeq *seq);
-extern char *distseq_database_name(Oid dboid);
 
 /* src/inuse.c */
 extern bool distseq_use_unlocked(DistseqSeq *seq, DistseqMarks *marks,
@@ -473,15 +492,62 @@ typedef struct DistseqAgentFailure
 
 extern List *distseq_agent_run(bool afresh, const char *focus);
 
-/* src/worker.c */
-extern bool distseq_worker_stopping(void);
+/* src/message.c */
 extern char *distseq_clean_text(const char *src, int size);
-extern void distseq_worker_drop_database(Oid dboid);
+extern char *distseq_database_name(Oid dboid);
+extern ErrorData *distseq_worker_catch(MemoryContext cxt);
+extern void distseq_worker_log(const char *detail, const char *fmt,...) pg_attribute_printf(2, 3);
+
+/* src/mailbox.c */
+extern DistseqDbWorker *MyDistseqWorker;
+extern DistseqDbWorker *distseq_mailbox_find(Oid dboid);
+extern DistseqDbWorker *distseq_mailbox_slot(Oid dboid);
+extern void distseq_mailbox_poke(DistseqDbWorker *w);
+extern bool distseq_mailbox_pending(DistseqDbWorker *w);
 extern void distseq_worker_wake(Oid dboid);
 extern void distseq_worker_agent_pass(Oid dboid);
-extern void distseq_worker_serve_refills(void);
 extern void distseq_worker_change(Oid dboid, char op, const char *server_name,
 								  Oid userid);
+extern bool distseq_mailbox_asked(DistseqRequestKind kind, uint64 *ticket,
+								  DistseqChangeArgs *args);
+extern void distseq_mailbox_answer(DistseqRequestKind kind, uint64 ticket,
+								   int elevel, int sqlstate, const char *message,
+								   const char *detail, const char *hint);
+extern bool distseq_worker_stopping(void);
+extern void distseq_set_between_steps(void (*fn) (void));
+extern void distseq_between_steps(void);
+
+/* src/sources.c */
+/* Where a sequence's refills come from: its own windows if no sources */
+typedef struct RefillSources
+{
+	List	   *sources;		/* a server it draws from, in the
+								 * catalog's order */
+	Oid			owner;
+	int64		start_value;
+	/* the group the sequence drew from before: grows with what answers */
+	int64	   *nodes;
+	int			nnodes;
+} RefillSources;
+
+extern bool distseq_sources_read(Oid relid, MemoryContext cxt, RefillSources *src,
+								 ErrorData **error);
+extern bool distseq_sources_reserve(DistseqSeq *seq, Oid relid, int64 count,
+									RefillSources *src, MemoryContext cxt,
+									DistseqRange *r, char **failure);
+extern DistseqSeq *distseq_sources_waiting(void);
+
+/* src/refill.c */
+extern void distseq_refill_serve(void);
+extern void distseq_refill_between_steps(void);
+extern void distseq_refill_run_agent(void);
+extern void distseq_refill_agent_soon(void);
+extern bool distseq_refill_has_peers(void);
+extern TimestampTz distseq_refill_last_work(void);
+extern bool distseq_refill_serve_again(void);
+
+/* src/worker.c */
+extern void distseq_worker_drop_database(Oid dboid);
 extern PGDLLEXPORT void distseq_worker_main(Datum main_arg);
 
 /* src/spi.c */

@@ -27,7 +27,7 @@
  *
  * While the refill worker waits on a peer outside any transaction (a
  * remote refill), it serves the other refills of its database between
- * wake-ups (distseq_worker_serve_refills): one slow peer costs only the
+ * wake-ups (distseq_between_steps): one slow peer costs only the
  * sequence that waits on it.  Peers that did not answer rest for a while
  * (distseq_remote_rest) so that a hung one costs a timeout only now and
  * then.
@@ -383,7 +383,7 @@ remote_wait(RemoteConn *rc, int events, TimestampTz deadline)
 				rc->busy = true;
 				PG_TRY();
 				{
-					distseq_worker_serve_refills();
+					distseq_between_steps();
 				}
 				PG_FINALLY();
 				{

@@ -25,8 +25,6 @@
 #include "distseq.h"
 #include "compat.h"
 
-#include "access/xact.h"
-#include "commands/dbcommands.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/ipc.h"
@@ -520,18 +518,6 @@ distseq_seq_attach(Oid relid, uint64 gen, const char *name,
 	if (sleeping)
 		ConditionVariableCancelSleep();
 	return seq;
-}
-
-/*
- * The name of a database for a message: in a transaction it can be looked
- * up; otherwise, or once it is gone, its OID has to do.
- */
-char *
-distseq_database_name(Oid dboid)
-{
-	char	   *name = IsTransactionState() ? get_database_name(dboid) : NULL;
-
-	return name ? name : psprintf("%u", dboid);
 }
 
 /*
