@@ -426,13 +426,27 @@ typedef struct DistseqNodeState
 	int64		proposer;		/* ... proposed by this node */
 } DistseqNodeState;
 
-typedef struct DistseqPeer
+/* A sequence's high-water mark, as a change collects them */
+typedef struct DistseqMark
 {
-	int64		node_id;
-	Oid			serverid;
-	Oid			added_by;
-	char		name[NAMEDATALEN];
-} DistseqPeer;
+	char	   *name;
+	int64		hwm;
+} DistseqMark;
+
+/* What a node answers a prepare with (distseq_peer_prepare) */
+typedef struct DistseqPromise
+{
+	char		answer;			/* 'p'romise, 'd'ecided, 'r'efused, 'e'lsewhere */
+	int64		promised_round;
+	int64		promised_node;
+	int64		accepted_round;
+	int64		accepted_node;
+	bool		pending;
+	int64		epoch;			/* the change it took, or the membership after */
+	int64		epoch_id;
+	int			nmembers;
+	int64	   *members;
+} DistseqPromise;
 
 extern void distseq_spi_connect(void);
 extern int	distseq_majority(int n);
@@ -445,6 +459,36 @@ extern void distseq_check_in_group(const char *schema);
 extern void distseq_note_windows(const char *schema, int minor);
 extern void distseq_node_verify(const char *schema);
 extern void distseq_node_state(const char *schema, DistseqNodeState *state);
+extern char *distseq_hwm_expr(const char *schema);
+extern bool distseq_member_cas(const char *schema, Datum name, int64 epoch,
+							   int64 epoch_id, int64 expected, int64 new_hwm);
+extern void distseq_member_lock_changes(const char *schema);
+extern bool distseq_member_settles(void);
+extern void distseq_member_check_changes(void);
+extern void distseq_member_move(const char *schema, int64 epoch, int64 epoch_id,
+								int64 new_epoch, int64 new_epoch_id, Datum members,
+								int64 proposer, int64 node_id, bool join);
+extern bool distseq_member_revert(const char *schema, int64 epoch, int64 epoch_id);
+extern List *distseq_member_marks(const char *schema, int64 epoch, int64 epoch_id,
+								  MemoryContext cxt);
+extern void distseq_member_activate(const char *schema, Datum *args);
+extern void distseq_member_promise(const char *schema, int64 epoch, int64 epoch_id,
+								   int64 round, int64 settler, int64 node_id,
+								   DistseqPromise *p);
+extern bool distseq_member_accept(const char *schema, int64 epoch, int64 epoch_id,
+								  int64 round, int64 settler, int64 new_epoch,
+								  int64 new_epoch_id, Datum members, int64 node_id);
+extern void distseq_member_changes_finished(const char *schema);
+
+/* src/client.c */
+typedef struct DistseqPeer
+{
+	int64		node_id;
+	Oid			serverid;
+	Oid			added_by;
+	char		name[NAMEDATALEN];
+} DistseqPeer;
+
 extern DistseqPeer *distseq_peer_of(const char *schema, int64 node_id);
 extern RemoteConn *distseq_peer_connect(DistseqPeer *peer);
 extern DistseqRemoteResult *distseq_peer_exec(DistseqPeer *peer, const char *sql,
@@ -453,9 +497,6 @@ extern DistseqRemoteResult *distseq_peer_exec(DistseqPeer *peer, const char *sql
 											 char **error);
 extern bool distseq_peer_do(DistseqPeer *peer, const char *sql, int nparams,
 							const char **params, char **error);
-extern char *distseq_hwm_expr(const char *schema);
-extern bool distseq_member_cas(const char *schema, Datum name, int64 epoch,
-							   int64 epoch_id, int64 expected, int64 new_hwm);
 
 /* src/change.c */
 extern void distseq_change_resume(void);
