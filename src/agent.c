@@ -97,8 +97,8 @@ member_exec(Member *m, const char *sql, int nparams, const char **params,
 			psprintf("%s: did not answer a moment ago", m->peer->name);
 		return NULL;
 	}
-	if ((res = distseq_peer_exec(m->peer, sql, nparams, params, columns, 1,
-								 &m->error)) == NULL)
+	if ((res = distseq_client_exec(m->peer, sql, nparams, params, columns, 1,
+								   &m->error)) == NULL)
 	{
 		m->error = distseq_clean_text(m->error, AGENT_MEMBER_ERROR_SIZE);
 		distseq_remote_rest(m->peer->serverid, m->error);
@@ -122,7 +122,7 @@ agent_members(const char *schema, DistseqNodeState *st, int *n)
 			continue;
 		m = &ms[k++];
 		m->node_id = st->members[i];
-		m->peer = distseq_peer_of(schema, m->node_id);
+		m->peer = distseq_client_of(schema, m->node_id);
 		m->reachable = m->peer != NULL;
 		if (m->peer == NULL)
 			m->error = psprintf("no server is registered here for node " INT64_FORMAT,

@@ -99,7 +99,7 @@ array_text(int64 *vals, int n)
 static DistseqPeer *
 peer_or_error(const char *schema, int64 node_id, char **error)
 {
-	DistseqPeer *peer = distseq_peer_of(schema, node_id);
+	DistseqPeer *peer = distseq_client_of(schema, node_id);
 
 	if (peer == NULL)
 		*error = psprintf("no distseq peer is registered here for node " INT64_FORMAT, node_id);
@@ -152,7 +152,7 @@ change_propose(const char *schema, DistseqNodeState *st, int64 *members, int nme
 	/* the joiner first: it must be fresh, and stays so no longer */
 	if (joiner)
 	{
-		RemoteConn *rc = distseq_peer_connect(joiner);
+		RemoteConn *rc = distseq_client_connect(joiner);
 
 		params[6] = int8_text(joiner->node_id);
 		distseq_remote_command(rc, psprintf("SELECT %s.distseq_peer_join($1::pg_catalog.int8,"
@@ -172,10 +172,10 @@ change_propose(const char *schema, DistseqNodeState *st, int64 *members, int nme
 			continue;
 		peer = peer_or_error(schema, st->members[i], &error);
 		params[6] = int8_text(st->members[i]);
-		if (peer && distseq_peer_do(peer, "SELECT %s.distseq_peer_epoch_cas($1::pg_catalog.int8,"
-									" $2::pg_catalog.int8, $3::pg_catalog.int8, $4::pg_catalog.int8,"
-									" $5::pg_catalog.int8[], $6::pg_catalog.int8, $7::pg_catalog.int8)",
-									7, params, &error))
+		if (peer && distseq_client_do(peer, "SELECT %s.distseq_peer_epoch_cas($1::pg_catalog.int8,"
+									  " $2::pg_catalog.int8, $3::pg_catalog.int8, $4::pg_catalog.int8,"
+									  " $5::pg_catalog.int8[], $6::pg_catalog.int8, $7::pg_catalog.int8)",
+									  7, params, &error))
 		{
 			moved = lappend(moved, peer);
 			nmoved++;
@@ -208,8 +208,8 @@ change_propose(const char *schema, DistseqNodeState *st, int64 *members, int nme
 	}
 
 	foreach(lc, moved)
-		(void) distseq_peer_do(lfirst(lc), "SELECT %s.distseq_peer_revert($1::pg_catalog.int8,"
-							   " $2::pg_catalog.int8)", 2, params + 2, NULL);
+		(void) distseq_client_do(lfirst(lc), "SELECT %s.distseq_peer_revert($1::pg_catalog.int8,"
+								 " $2::pg_catalog.int8)", 2, params + 2, NULL);
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("could not change the distseq membership: %d of %d members agreed, %d needed",
@@ -234,10 +234,10 @@ collect_marks(const char *schema, DistseqNodeState *st, int64 node_id, Change *c
 		return true;
 	}
 	if ((peer = peer_or_error(schema, node_id, error)) == NULL ||
-		(res = distseq_peer_exec(peer, "SELECT sequence_name, hwm"
-								 " FROM %s.distseq_peer_marks($1::pg_catalog.int8,"
-								 " $2::pg_catalog.int8)",
-								 2, params, "tl", -1, error)) == NULL)
+		(res = distseq_client_exec(peer, "SELECT sequence_name, hwm"
+								   " FROM %s.distseq_peer_marks($1::pg_catalog.int8,"
+								   " $2::pg_catalog.int8)",
+								   2, params, "tl", -1, error)) == NULL)
 		return false;
 	for (int i = 0; i < distseq_remote_ntuples(res); i++)
 	{
@@ -392,11 +392,11 @@ change_finish(const char *schema)
 			continue;
 		params[7] = int8_text(c.members[i]);
 		if ((peer = peer_or_error(schema, c.members[i], &error)) == NULL ||
-			!distseq_peer_do(peer, "SELECT %s.distseq_peer_activate($1::pg_catalog.int8,"
-							 " $2::pg_catalog.int8, $3::pg_catalog.int8, $4::pg_catalog.int8,"
-							 " $5::pg_catalog.int8[], $6::pg_catalog.text[], $7::pg_catalog.int8[],"
-							 " $8::pg_catalog.int8)",
-							 8, params, &error))
+			!distseq_client_do(peer, "SELECT %s.distseq_peer_activate($1::pg_catalog.int8,"
+							   " $2::pg_catalog.int8, $3::pg_catalog.int8, $4::pg_catalog.int8,"
+							   " $5::pg_catalog.int8[], $6::pg_catalog.text[], $7::pg_catalog.int8[],"
+							   " $8::pg_catalog.int8)",
+							   8, params, &error))
 			failed++;
 	}
 	args[0] = Int64GetDatum(c.epoch);
@@ -466,9 +466,9 @@ change_recover(const char *schema, DistseqNodeState *st)
 	params[1] = int8_text(st->epoch_id);
 	params[2] = int8_text(st->proposer);
 	if ((peer = peer_or_error(schema, st->proposer, &error)) == NULL ||
-		(res = distseq_peer_exec(peer, "SELECT %s.distseq_peer_decided($1::pg_catalog.int8,"
-								 " $2::pg_catalog.int8, $3::pg_catalog.int8)",
-								 3, params, "b", 1, &error)) == NULL)
+		(res = distseq_client_exec(peer, "SELECT %s.distseq_peer_decided($1::pg_catalog.int8,"
+								   " $2::pg_catalog.int8, $3::pg_catalog.int8)",
+								   3, params, "b", 1, &error)) == NULL)
 		return psprintf("could not ask the proposer of membership " INT64_FORMAT ": %s",
 						st->epoch, error);
 	decided = distseq_remote_bool(res, 0, 0);
@@ -609,7 +609,7 @@ change_add(const char *schema, DistseqNodeState *st, const char *server_name, Oi
 	peer.serverid = server->serverid;
 	peer.added_by = userid;
 	strlcpy(peer.name, server_name, NAMEDATALEN);
-	rc = distseq_peer_connect(&peer);
+	rc = distseq_client_connect(&peer);
 	res = distseq_remote_query(rc,
 							   psprintf("SELECT node_id, epoch, members, pending, EXISTS"
 										"  (SELECT 1 FROM %1$s.distseq_peer_sequences() WHERE has_windows)"
@@ -885,13 +885,13 @@ settle_rounds(const char *schema, Settle *s, int *accepted)
 			continue;
 		params[4] = int8_text(s->members[i]);
 		if ((peer = peer_or_error(schema, s->members[i], &error)) == NULL ||
-			(res = distseq_peer_exec(peer, "SELECT answer, promised_round, promised_node,"
-									 " accepted_round, accepted_node, pending, change_epoch,"
-									 " change_epoch_id, members"
-									 " FROM %s.distseq_peer_prepare($1::pg_catalog.int8,"
-									 " $2::pg_catalog.int8, $3::pg_catalog.int8,"
-									 " $4::pg_catalog.int8, $5::pg_catalog.int8)",
-									 5, params, "tllllblla", 1, &error)) == NULL)
+			(res = distseq_client_exec(peer, "SELECT answer, promised_round, promised_node,"
+									   " accepted_round, accepted_node, pending, change_epoch,"
+									   " change_epoch_id, members"
+									   " FROM %s.distseq_peer_prepare($1::pg_catalog.int8,"
+									   " $2::pg_catalog.int8, $3::pg_catalog.int8,"
+									   " $4::pg_catalog.int8, $5::pg_catalog.int8)",
+									   5, params, "tllllblla", 1, &error)) == NULL)
 			continue;
 		{
 			const char *a = distseq_remote_text(res, 0, 0);
@@ -926,12 +926,12 @@ settle_rounds(const char *schema, Settle *s, int *accepted)
 		const char *jparams[5] = {params[4], params[5], params[6], params[3], NULL};
 
 		if (ids_have(s->members, s->nmembers, s->c.members[i]) ||
-			(peer = distseq_peer_of(schema, s->c.members[i])) == NULL)
+			(peer = distseq_client_of(schema, s->c.members[i])) == NULL)
 			continue;
 		jparams[4] = int8_text(s->c.members[i]);
-		(void) distseq_peer_do(peer, "SELECT %s.distseq_peer_join($1::pg_catalog.int8,"
-							   " $2::pg_catalog.int8, $3::pg_catalog.int8[], $4::pg_catalog.int8,"
-							   " $5::pg_catalog.int8)", 5, jparams, NULL);
+		(void) distseq_client_do(peer, "SELECT %s.distseq_peer_join($1::pg_catalog.int8,"
+								 " $2::pg_catalog.int8, $3::pg_catalog.int8[], $4::pg_catalog.int8,"
+								 " $5::pg_catalog.int8)", 5, jparams, NULL);
 	}
 	for (int i = 0; i < s->nmembers; i++)
 	{
@@ -943,11 +943,11 @@ settle_rounds(const char *schema, Settle *s, int *accepted)
 			continue;
 		params[7] = int8_text(s->members[i]);
 		if ((peer = peer_or_error(schema, s->members[i], &error)) != NULL &&
-			(res = distseq_peer_exec(peer, "SELECT %s.distseq_peer_accept($1::pg_catalog.int8,"
-									 " $2::pg_catalog.int8, $3::pg_catalog.int8, $4::pg_catalog.int8,"
-									 " $5::pg_catalog.int8, $6::pg_catalog.int8,"
-									 " $7::pg_catalog.int8[], $8::pg_catalog.int8)",
-									 8, params, "b", 1, &error)) != NULL &&
+			(res = distseq_client_exec(peer, "SELECT %s.distseq_peer_accept($1::pg_catalog.int8,"
+									   " $2::pg_catalog.int8, $3::pg_catalog.int8, $4::pg_catalog.int8,"
+									   " $5::pg_catalog.int8, $6::pg_catalog.int8,"
+									   " $7::pg_catalog.int8[], $8::pg_catalog.int8)",
+									   8, params, "b", 1, &error)) != NULL &&
 			distseq_remote_bool(res, 0, 0))
 			(*accepted)++;
 	}
@@ -1129,9 +1129,9 @@ settle_needed(const char *schema, DistseqNodeState *st)
 		char	   *error = NULL;
 
 		if (st->members[i] == st->node_id ||
-			(peer = distseq_peer_of(schema, st->members[i])) == NULL ||
-			(res = distseq_peer_exec(peer, "SELECT epoch FROM %s.distseq_peer_state()",
-									 0, NULL, "l", 1, &error)) == NULL)
+			(peer = distseq_client_of(schema, st->members[i])) == NULL ||
+			(res = distseq_client_exec(peer, "SELECT epoch FROM %s.distseq_peer_state()",
+									   0, NULL, "l", 1, &error)) == NULL)
 			continue;
 		if (distseq_remote_int8(res, 0, 0) == st->epoch + 1)
 			return true;

@@ -24,7 +24,7 @@
 
 /* How to reach a member, or NULL when this node has no server for it */
 DistseqPeer *
-distseq_peer_of(const char *schema, int64 node_id)
+distseq_client_of(const char *schema, int64 node_id)
 {
 	Oid			types[1] = {INT8OID};
 	Datum		values[1] = {Int64GetDatum(node_id)};
@@ -54,7 +54,7 @@ distseq_peer_of(const char *schema, int64 node_id)
  * sequence owner's right at each refill, and dblink at each connection.
  */
 RemoteConn *
-distseq_peer_connect(DistseqPeer *peer)
+distseq_client_connect(DistseqPeer *peer)
 {
 	if (distseq_foreign_server_aclcheck(peer->serverid, peer->added_by, ACL_USAGE) != ACLCHECK_OK)
 	{
@@ -70,7 +70,7 @@ distseq_peer_connect(DistseqPeer *peer)
 }
 
 /* One statement on a peer, in distseq_remote_try() */
-typedef struct PeerCall
+typedef struct ClientCall
 {
 	DistseqPeer *peer;
 	const char *sql;
@@ -79,13 +79,13 @@ typedef struct PeerCall
 	const char *columns;		/* NULL: the answer does not matter */
 	int			nrows;
 	DistseqRemoteResult *res;
-} PeerCall;
+} ClientCall;
 
 static void
-peer_call(void *arg)
+client_call(void *arg)
 {
-	PeerCall   *c = arg;
-	RemoteConn *rc = distseq_peer_connect(c->peer);
+	ClientCall   *c = arg;
+	RemoteConn *rc = distseq_client_connect(c->peer);
 	char	   *sql = psprintf(c->sql, distseq_remote_schema(rc));
 
 	if (c->columns)
@@ -101,22 +101,22 @@ peer_call(void *arg)
  * does; NULL, with the message in *error, on failure or a bad answer.
  */
 DistseqRemoteResult *
-distseq_peer_exec(DistseqPeer *peer, const char *sql, int nparams, const char **params,
-				  const char *columns, int nrows, char **error)
+distseq_client_exec(DistseqPeer *peer, const char *sql, int nparams, const char **params,
+					const char *columns, int nrows, char **error)
 {
-	PeerCall	c = {peer, sql, nparams, params, columns, nrows, NULL};
+	ClientCall	c = {peer, sql, nparams, params, columns, nrows, NULL};
 
-	if (!distseq_remote_try(peer_call, &c, error))
+	if (!distseq_remote_try(client_call, &c, error))
 		return NULL;
 	return c.res;
 }
 
 /* The same, for a statement whose answer does not matter */
 bool
-distseq_peer_do(DistseqPeer *peer, const char *sql, int nparams, const char **params,
-				char **error)
+distseq_client_do(DistseqPeer *peer, const char *sql, int nparams, const char **params,
+				  char **error)
 {
-	PeerCall	c = {peer, sql, nparams, params, NULL, 0, NULL};
+	ClientCall	c = {peer, sql, nparams, params, NULL, 0, NULL};
 
-	return distseq_remote_try(peer_call, &c, error);
+	return distseq_remote_try(client_call, &c, error);
 }

@@ -489,14 +489,14 @@ typedef struct DistseqPeer
 	char		name[NAMEDATALEN];
 } DistseqPeer;
 
-extern DistseqPeer *distseq_peer_of(const char *schema, int64 node_id);
-extern RemoteConn *distseq_peer_connect(DistseqPeer *peer);
-extern DistseqRemoteResult *distseq_peer_exec(DistseqPeer *peer, const char *sql,
-											 int nparams, const char **params,
-											 const char *columns, int nrows,
-											 char **error);
-extern bool distseq_peer_do(DistseqPeer *peer, const char *sql, int nparams,
-							const char **params, char **error);
+extern DistseqPeer *distseq_client_of(const char *schema, int64 node_id);
+extern RemoteConn *distseq_client_connect(DistseqPeer *peer);
+extern DistseqRemoteResult *distseq_client_exec(DistseqPeer *peer, const char *sql,
+											   int nparams, const char **params,
+											   const char *columns, int nrows,
+											   char **error);
+extern bool distseq_client_do(DistseqPeer *peer, const char *sql, int nparams,
+							  const char **params, char **error);
 
 /* src/change.c */
 extern void distseq_change_resume(void);

@@ -88,7 +88,7 @@ static void
 peer_probe(void *arg)
 {
 	PeerProbe  *p = arg;
-	RemoteConn *rc = distseq_peer_connect(p->peer);
+	RemoteConn *rc = distseq_client_connect(p->peer);
 	const char *schema = distseq_remote_schema(rc);
 	DistseqRemoteResult *res;
 
@@ -149,7 +149,7 @@ distseq_peer_status(PG_FUNCTION_ARGS)
 			ids[i] = distseq_spi_int8(i, 1);
 		for (uint64 i = 0; i < n; i++)
 		{
-			DistseqPeer *p = distseq_peer_of(schema, ids[i]);
+			DistseqPeer *p = distseq_client_of(schema, ids[i]);
 
 			if (p)
 				peers[i] = *p;

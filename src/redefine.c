@@ -406,20 +406,20 @@ change_ask(SetvalMember *m, const char *name, const SeqChange *c, bool apply)
 		params[3] = psprintf(INT64_FORMAT, c->max_value);
 		params[4] = psprintf("%d", c->min_open);
 		params[5] = apply ? "true" : "false";
-		res = distseq_peer_exec(m->peer,
-								"SELECT %s.distseq_peer_alter($1::pg_catalog.text,"
-								" $2::pg_catalog.int8, $3::pg_catalog.int8, $4::pg_catalog.int8,"
-								" $5::pg_catalog.int8, $6::pg_catalog.bool)",
-								6, params, "l?", 1, &m->error);
+		res = distseq_client_exec(m->peer,
+								  "SELECT %s.distseq_peer_alter($1::pg_catalog.text,"
+								  " $2::pg_catalog.int8, $3::pg_catalog.int8, $4::pg_catalog.int8,"
+								  " $5::pg_catalog.int8, $6::pg_catalog.bool)",
+								  6, params, "l?", 1, &m->error);
 	}
 	else
 	{
 		params[1] = psprintf(INT64_FORMAT, c->value);
 		params[2] = apply ? "true" : "false";
-		res = distseq_peer_exec(m->peer,
-								"SELECT %s.distseq_peer_setval($1::pg_catalog.text,"
-								" $2::pg_catalog.int8, $3::pg_catalog.bool)",
-								3, params, "l?", 1, &m->error);
+		res = distseq_client_exec(m->peer,
+								  "SELECT %s.distseq_peer_setval($1::pg_catalog.text,"
+								  " $2::pg_catalog.int8, $3::pg_catalog.bool)",
+								  3, params, "l?", 1, &m->error);
 	}
 	m->answered = res != NULL;
 	if (res == NULL)
@@ -478,7 +478,7 @@ change_members(const char *schema, const char *name, const SeqChange *c)
 		if (st.members[i] == st.node_id)
 			continue;
 		ms[n].node_id = st.members[i];
-		ms[n].peer = distseq_peer_of(schema, st.members[i]);
+		ms[n].peer = distseq_client_of(schema, st.members[i]);
 		n++;
 	}
 
