@@ -19,6 +19,7 @@ OBJS = \
 	src/member.o \
 	src/client.o \
 	src/change.o \
+	src/settle.o \
 	src/agent.o \
 	src/redefine.o \
 	src/peer.o \

@@ -37,10 +37,10 @@
  * every member of E1 is active, or a later change supersedes it.
  *
  * A change whose proposer is lost is settled by any member from 1.7
- * (change_settle): the changes from E0 are one instance of consensus, phase
- * one its round 0, and the member runs the two rounds of Paxos with a
- * ballot on a majority of E0, finishing the change that may have been
- * decided or abandoning them all for a no-op change.
+ * (settle.c): the changes from E0 are one instance of consensus, phase one
+ * its round 0, and the member runs the two rounds of Paxos with a ballot
+ * on a majority of E0, finishing the change that may have been decided or
+ * abandoning them all for a no-op change.
  *
  * A member that leaves takes no part in E1: it keeps serving its open
  * windows and never wins a window again (only it is left in E0).  One that
@@ -65,47 +65,6 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 
-typedef struct Change
-{
-	int64		epoch;
-	int64		epoch_id;
-	int64		prev_epoch;
-	int64		prev_epoch_id;
-	int			nmembers;
-	int64	   *members;
-	int			nprev;
-	int64	   *prev;
-} Change;
-
-static char *
-int8_text(int64 v)
-{
-	return psprintf(INT64_FORMAT, v);
-}
-
-static char *
-array_text(int64 *vals, int n)
-{
-	StringInfoData buf;
-
-	initStringInfo(&buf);
-	appendStringInfoChar(&buf, '{');
-	for (int i = 0; i < n; i++)
-		appendStringInfo(&buf, "%s" INT64_FORMAT, i ? "," : "", vals[i]);
-	appendStringInfoChar(&buf, '}');
-	return buf.data;
-}
-
-static DistseqPeer *
-peer_or_error(const char *schema, int64 node_id, char **error)
-{
-	DistseqPeer *peer = distseq_client_of(schema, node_id);
-
-	if (peer == NULL)
-		*error = psprintf("no distseq peer is registered here for node " INT64_FORMAT, node_id);
-	return peer;
-}
-
 /*
  * Phase one, and the decision.  Moves every member of the current
  * membership it can reach, this node last with the record of the change,
@@ -115,7 +74,7 @@ static void
 change_propose(const char *schema, DistseqNodeState *st, int64 *members, int nmembers,
 			   DistseqPeer *joiner)
 {
-	Change		c;
+	DistseqChange		c;
 	const char *params[7];
 	List	   *moved = NIL;
 	int			nmoved = 1;		/* this node, at the end */
@@ -142,19 +101,19 @@ change_propose(const char *schema, DistseqNodeState *st, int64 *members, int nme
 		c.epoch_id &= PG_INT64_MAX;
 	} while (c.epoch_id == 0);
 
-	params[0] = int8_text(c.prev_epoch);
-	params[1] = int8_text(c.prev_epoch_id);
-	params[2] = int8_text(c.epoch);
-	params[3] = int8_text(c.epoch_id);
-	params[4] = array_text(members, nmembers);
-	params[5] = int8_text(st->node_id);
+	params[0] = distseq_client_int8_text(c.prev_epoch);
+	params[1] = distseq_client_int8_text(c.prev_epoch_id);
+	params[2] = distseq_client_int8_text(c.epoch);
+	params[3] = distseq_client_int8_text(c.epoch_id);
+	params[4] = distseq_client_int8s_text(members, nmembers);
+	params[5] = distseq_client_int8_text(st->node_id);
 
 	/* the joiner first: it must be fresh, and stays so no longer */
 	if (joiner)
 	{
 		RemoteConn *rc = distseq_client_connect(joiner);
 
-		params[6] = int8_text(joiner->node_id);
+		params[6] = distseq_client_int8_text(joiner->node_id);
 		distseq_remote_command(rc, psprintf("SELECT %s.distseq_peer_join($1::pg_catalog.int8,"
 											" $2::pg_catalog.int8, $3::pg_catalog.int8[],"
 											" $4::pg_catalog.int8, $5::pg_catalog.int8)",
@@ -170,8 +129,8 @@ change_propose(const char *schema, DistseqNodeState *st, int64 *members, int nme
 
 		if (st->members[i] == st->node_id)
 			continue;
-		peer = peer_or_error(schema, st->members[i], &error);
-		params[6] = int8_text(st->members[i]);
+		peer = distseq_client_or_error(schema, st->members[i], &error);
+		params[6] = distseq_client_int8_text(st->members[i]);
 		if (peer && distseq_client_do(peer, "SELECT %s.distseq_peer_epoch_cas($1::pg_catalog.int8,"
 									  " $2::pg_catalog.int8, $3::pg_catalog.int8, $4::pg_catalog.int8,"
 									  " $5::pg_catalog.int8[], $6::pg_catalog.int8, $7::pg_catalog.int8)",
@@ -220,10 +179,11 @@ change_propose(const char *schema, DistseqNodeState *st, int64 *members, int nme
 
 /* Collect marks from one member; false if it could not give them */
 static bool
-collect_marks(const char *schema, DistseqNodeState *st, int64 node_id, Change *c,
+collect_marks(const char *schema, DistseqNodeState *st, int64 node_id, DistseqChange *c,
 			  List **marks, char **error)
 {
-	const char *params[2] = {int8_text(c->epoch), int8_text(c->epoch_id)};
+	const char *params[2] = {distseq_client_int8_text(c->epoch),
+	distseq_client_int8_text(c->epoch_id)};
 	DistseqPeer *peer;
 	DistseqRemoteResult *res;
 
@@ -233,7 +193,7 @@ collect_marks(const char *schema, DistseqNodeState *st, int64 node_id, Change *c
 														  CurrentMemoryContext));
 		return true;
 	}
-	if ((peer = peer_or_error(schema, node_id, error)) == NULL ||
+	if ((peer = distseq_client_or_error(schema, node_id, error)) == NULL ||
 		(res = distseq_client_exec(peer, "SELECT sequence_name, hwm"
 								   " FROM %s.distseq_peer_marks($1::pg_catalog.int8,"
 								   " $2::pg_catalog.int8)",
@@ -333,7 +293,7 @@ static char *
 change_finish(const char *schema)
 {
 	DistseqNodeState st;
-	Change		c;
+	DistseqChange		c;
 	bool		isnull;
 	List	   *marks = NIL;
 	int			got = 0;
@@ -377,11 +337,11 @@ change_finish(const char *schema)
 						got, c.nprev, error ? ": " : "", error ? error : "");
 	marks_arrays(marks, &names, &hwms, &args[5], &args[6]);
 
-	params[0] = int8_text(c.epoch);
-	params[1] = int8_text(c.epoch_id);
-	params[2] = int8_text(c.prev_epoch);
-	params[3] = int8_text(c.prev_epoch_id);
-	params[4] = array_text(c.members, c.nmembers);
+	params[0] = distseq_client_int8_text(c.epoch);
+	params[1] = distseq_client_int8_text(c.epoch_id);
+	params[2] = distseq_client_int8_text(c.prev_epoch);
+	params[3] = distseq_client_int8_text(c.prev_epoch_id);
+	params[4] = distseq_client_int8s_text(c.members, c.nmembers);
 	params[5] = names;
 	params[6] = hwms;
 	for (int i = 0; i < c.nmembers; i++)
@@ -390,8 +350,8 @@ change_finish(const char *schema)
 
 		if (c.members[i] == st.node_id)
 			continue;
-		params[7] = int8_text(c.members[i]);
-		if ((peer = peer_or_error(schema, c.members[i], &error)) == NULL ||
+		params[7] = distseq_client_int8_text(c.members[i]);
+		if ((peer = distseq_client_or_error(schema, c.members[i], &error)) == NULL ||
 			!distseq_client_do(peer, "SELECT %s.distseq_peer_activate($1::pg_catalog.int8,"
 							   " $2::pg_catalog.int8, $3::pg_catalog.int8, $4::pg_catalog.int8,"
 							   " $5::pg_catalog.int8[], $6::pg_catalog.text[], $7::pg_catalog.int8[],"
@@ -462,10 +422,10 @@ change_recover(const char *schema, DistseqNodeState *st)
 		if (SPI_processed == 1)
 			return NULL;
 	}
-	params[0] = int8_text(st->epoch);
-	params[1] = int8_text(st->epoch_id);
-	params[2] = int8_text(st->proposer);
-	if ((peer = peer_or_error(schema, st->proposer, &error)) == NULL ||
+	params[0] = distseq_client_int8_text(st->epoch);
+	params[1] = distseq_client_int8_text(st->epoch_id);
+	params[2] = distseq_client_int8_text(st->proposer);
+	if ((peer = distseq_client_or_error(schema, st->proposer, &error)) == NULL ||
 		(res = distseq_client_exec(peer, "SELECT %s.distseq_peer_decided($1::pg_catalog.int8,"
 								   " $2::pg_catalog.int8, $3::pg_catalog.int8)",
 								   3, params, "b", 1, &error)) == NULL)
@@ -689,456 +649,6 @@ change_remove(const char *schema, DistseqNodeState *st, const char *server_name)
 	return false;
 }
 
-/* ---- settling a change whose proposer is lost (1.7) ---- */
-
-/*
- * The changes proposed from one membership E0 are one instance of
- * consensus, of which at most one is ever decided.  Phase one is its round
- * 0: moves that need no promise, a node taking one change at a time, and
- * the proposer deciding alone.  When the proposer is lost, any member of
- * E0 settles the instance with the two rounds of Paxos, at a ballot (round
- * >= 1, its node id) above any it saw, on the members of E0:
- *
- * prepare: each node in the instance (active in E0, or pending from it)
- * that promised no ballot as high promises this one, and answers with the
- * change it took and the ballot it took it at (0: round 0).  A node active
- * in the membership after E0 answers with it: that change was decided.
- *
- * choose: a change known decided is taken.  Else, with promises from a
- * majority of E0: the change taken at the highest ballot >= 1, if any;
- * else a change X of round 0 may have been decided only if the promises
- * holding X and the members that gave none make a majority of E0: each
- * member holds one change of round 0 at a time, drops it only when it was
- * not decided, and, once it promised, takes no other and its proposer
- * cannot decide any more (distseq_member_move).  One such change is
- * finished; with none, a no-op change (the same members, a new epoch_id)
- * abandons them all; two cannot be told apart, and nothing is done.
- *
- * accept: each member of E0 that promised no higher ballot takes the
- * change, pending; with this node's own, in the transaction that records
- * the change here, on a majority of E0 the change is decided, and phase two
- * finishes it as its proposer's would (activation takes the members
- * pending in a change abandoned).  test/model/allocator_sim.c checks this
- * protocol ("Settling a change"), with its variants that fail.
- */
-typedef struct Settle
-{
-	MemoryContext cxt;
-	int64		self;
-	int64		epoch;			/* E0 */
-	int64		epoch_id;
-	int			nmembers;
-	int64	   *members;
-	int64		round;
-	int			promised;		/* promises, this node's own too */
-	int64		seen_round;		/* the highest ballot round refused by */
-	bool		known;			/* a member is active after E0: c was decided */
-	bool		noop;			/* c abandons every change from E0 */
-	int64		best_round;		/* the highest ballot >= 1 of a change taken */
-	int64		best_node;
-	Change		best;
-	int			ntaken;			/* changes of round 0 taken, and by how many */
-	Change		taken[8];
-	int			count[8];
-	Change		c;				/* the change chosen */
-} Settle;
-
-static int64 *
-copy_ids(MemoryContext cxt, const int64 *v, int n)
-{
-	int64	   *c = MemoryContextAlloc(cxt, sizeof(int64) * Max(n, 1));
-
-	memcpy(c, v, sizeof(int64) * n);
-	return c;
-}
-
-static bool
-ids_have(const int64 *v, int n, int64 x)
-{
-	for (int i = 0; i < n; i++)
-		if (v[i] == x)
-			return true;
-	return false;
-}
-
-static void
-settle_change(Settle *s, Change *c, int64 epoch, int64 epoch_id, const int64 *members, int n)
-{
-	c->epoch = epoch;
-	c->epoch_id = epoch_id;
-	c->prev_epoch = s->epoch;
-	c->prev_epoch_id = s->epoch_id;
-	c->nmembers = n;
-	c->members = copy_ids(s->cxt, members, n);
-	c->nprev = s->nmembers;
-	c->prev = s->members;
-}
-
-/* Count what a member answered a prepare with */
-static void
-settle_tally(Settle *s, const DistseqPromise *p)
-{
-	int			i;
-
-	if (p->answer == 'd')
-	{
-		if (!s->known)
-			settle_change(s, &s->c, p->epoch, p->epoch_id, p->members, p->nmembers);
-		s->known = true;
-		return;
-	}
-	if (p->answer != 'p')
-	{
-		s->seen_round = Max(s->seen_round, p->promised_round);
-		return;
-	}
-	s->promised++;
-	if (!p->pending)
-		return;
-	if (p->accepted_round > 0)
-	{
-		if (p->accepted_round > s->best_round ||
-			(p->accepted_round == s->best_round && p->accepted_node > s->best_node))
-		{
-			s->best_round = p->accepted_round;
-			s->best_node = p->accepted_node;
-			settle_change(s, &s->best, p->epoch, p->epoch_id, p->members, p->nmembers);
-		}
-		return;
-	}
-	for (i = 0; i < s->ntaken && s->taken[i].epoch_id != p->epoch_id; i++)
-		;
-	if (i == s->ntaken && i < lengthof(s->taken))
-	{
-		settle_change(s, &s->taken[i], p->epoch, p->epoch_id, p->members, p->nmembers);
-		s->count[i] = 0;
-		s->ntaken++;
-	}
-	if (i < s->ntaken)
-		s->count[i]++;
-}
-
-/* The change to settle on, or why there is none; SPI connected */
-static char *
-settle_choose(Settle *s)
-{
-	int			q = distseq_majority(s->nmembers);
-	int			unseen = s->nmembers - s->promised;
-	int			k = -1;
-	int			possible = 0;
-	int64		id;
-
-	if (s->known)
-		return NULL;
-	if (s->promised < q)
-		return psprintf("%d of the %d members promised ballot " INT64_FORMAT ", %d needed",
-						s->promised, s->nmembers, s->round, q);
-	if (s->best_round > 0)
-	{
-		s->c = s->best;
-		return NULL;
-	}
-	for (int i = 0; i < s->ntaken; i++)
-		if (s->count[i] + unseen >= q)
-		{
-			possible++;
-			k = i;
-		}
-	if (possible > 1 || s->ntaken == lengthof(s->taken))
-		return pstrdup("more than one change proposed from that membership may have been decided");
-	if (possible == 1)
-	{
-		s->c = s->taken[k];
-		return NULL;
-	}
-	/* none was decided, nor ever will be: a no-op change abandons them */
-	do
-	{
-		if (!pg_strong_random(&id, sizeof(id)))
-			elog(ERROR, "could not generate a random number");
-		id &= PG_INT64_MAX;
-	} while (id == 0);
-	settle_change(s, &s->c, s->epoch + 1, id, s->members, s->nmembers);
-	s->noop = true;
-	return NULL;
-}
-
-/* Prepares on the other members, then accepts; SPI connected */
-static char *
-settle_rounds(const char *schema, Settle *s, int *accepted)
-{
-	const char *params[8];
-	char	   *problem;
-
-	params[0] = int8_text(s->epoch);
-	params[1] = int8_text(s->epoch_id);
-	params[2] = int8_text(s->round);
-	params[3] = int8_text(s->self);
-	for (int i = 0; i < s->nmembers; i++)
-	{
-		DistseqPeer *peer;
-		DistseqRemoteResult *res;
-		char	   *error = NULL;
-		DistseqPromise p;
-
-		if (s->members[i] == s->self)
-			continue;
-		params[4] = int8_text(s->members[i]);
-		if ((peer = peer_or_error(schema, s->members[i], &error)) == NULL ||
-			(res = distseq_client_exec(peer, "SELECT answer, promised_round, promised_node,"
-									   " accepted_round, accepted_node, pending, change_epoch,"
-									   " change_epoch_id, members"
-									   " FROM %s.distseq_peer_prepare($1::pg_catalog.int8,"
-									   " $2::pg_catalog.int8, $3::pg_catalog.int8,"
-									   " $4::pg_catalog.int8, $5::pg_catalog.int8)",
-									   5, params, "tllllblla", 1, &error)) == NULL)
-			continue;
-		{
-			const char *a = distseq_remote_text(res, 0, 0);
-
-			p.answer = strcmp(a, "promise") == 0 ? 'p' : strcmp(a, "decided") == 0 ? 'd' :
-				strcmp(a, "refused") == 0 ? 'r' : 'e';
-		}
-		p.promised_round = distseq_remote_int8(res, 0, 1);
-		p.promised_node = distseq_remote_int8(res, 0, 2);
-		p.accepted_round = distseq_remote_int8(res, 0, 3);
-		p.accepted_node = distseq_remote_int8(res, 0, 4);
-		p.pending = distseq_remote_bool(res, 0, 5);
-		p.epoch = distseq_remote_int8(res, 0, 6);
-		p.epoch_id = distseq_remote_int8(res, 0, 7);
-		p.members = (int64 *) distseq_remote_int8s(res, 0, 8, &p.nmembers);
-		settle_tally(s, &p);
-	}
-	if ((problem = settle_choose(s)) != NULL)
-		return problem;
-	if (!ids_have(s->c.members, s->c.nmembers, s->self))
-		return pstrdup("that change leaves this node out: a member that stays must settle it");
-	if (s->known)
-		return NULL;
-
-	params[4] = int8_text(s->c.epoch);
-	params[5] = int8_text(s->c.epoch_id);
-	params[6] = array_text(s->c.members, s->c.nmembers);
-	/* a joiner first, as in phase one; it may be pending in it already */
-	for (int i = 0; i < s->c.nmembers; i++)
-	{
-		DistseqPeer *peer;
-		const char *jparams[5] = {params[4], params[5], params[6], params[3], NULL};
-
-		if (ids_have(s->members, s->nmembers, s->c.members[i]) ||
-			(peer = distseq_client_of(schema, s->c.members[i])) == NULL)
-			continue;
-		jparams[4] = int8_text(s->c.members[i]);
-		(void) distseq_client_do(peer, "SELECT %s.distseq_peer_join($1::pg_catalog.int8,"
-								 " $2::pg_catalog.int8, $3::pg_catalog.int8[], $4::pg_catalog.int8,"
-								 " $5::pg_catalog.int8)", 5, jparams, NULL);
-	}
-	for (int i = 0; i < s->nmembers; i++)
-	{
-		DistseqPeer *peer;
-		DistseqRemoteResult *res;
-		char	   *error = NULL;
-
-		if (s->members[i] == s->self)
-			continue;
-		params[7] = int8_text(s->members[i]);
-		if ((peer = peer_or_error(schema, s->members[i], &error)) != NULL &&
-			(res = distseq_client_exec(peer, "SELECT %s.distseq_peer_accept($1::pg_catalog.int8,"
-									   " $2::pg_catalog.int8, $3::pg_catalog.int8, $4::pg_catalog.int8,"
-									   " $5::pg_catalog.int8, $6::pg_catalog.int8,"
-									   " $7::pg_catalog.int8[], $8::pg_catalog.int8)",
-									   8, params, "b", 1, &error)) != NULL &&
-			distseq_remote_bool(res, 0, 0))
-			(*accepted)++;
-	}
-	if (*accepted < distseq_majority(s->nmembers))
-		return psprintf("%d of the %d members took the change, %d needed",
-						*accepted, s->nmembers, distseq_majority(s->nmembers));
-	return NULL;
-}
-
-/* This node takes the change and records it: decided.  SPI connected. */
-static char *
-settle_decide(const char *schema, Settle *s)
-{
-	Oid			types[6] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8ARRAYOID, INT8ARRAYOID};
-	Datum		values[6];
-
-	values[0] = Int64GetDatum(s->c.epoch);
-	values[1] = Int64GetDatum(s->c.epoch_id);
-	values[2] = Int64GetDatum(s->epoch);
-	values[3] = Int64GetDatum(s->epoch_id);
-	values[4] = distseq_int8_array(s->c.members, s->c.nmembers);
-	values[5] = distseq_int8_array(s->members, s->nmembers);
-	if (s->known)
-	{
-		Oid			ktypes[2] = {INT8OID, INT8OID};
-		Datum		kvalues[2] = {Int64GetDatum(s->round), Int64GetDatum(s->self)};
-
-		/* decided already: this node takes it, from where it is */
-		if (!distseq_member_accept(schema, s->epoch, s->epoch_id, s->round, s->self, s->c.epoch,
-						   s->c.epoch_id, values[4], s->self))
-		{
-			distseq_spi_exec(psprintf("SELECT 1 FROM %s.distseq_node WHERE pending"
-									  " AND epoch = $1 AND epoch_id = $2", schema),
-							 2, types, values, SPI_OK_SELECT);
-			if (SPI_processed != 1)
-				return pstrdup("this node moved on meanwhile");
-		}
-		distseq_spi_exec(psprintf("UPDATE %s.distseq_node SET proposer = $2,"
-								  " accepted_round = $1, accepted_node = $2", schema),
-						 2, ktypes, kvalues, SPI_OK_UPDATE);
-	}
-	else if (!distseq_member_accept(schema, s->epoch, s->epoch_id, s->round, s->self, s->c.epoch,
-							s->c.epoch_id, values[4], s->self))
-		return pstrdup("a higher ballot reached this node meanwhile");
-	/* a change not finished yet is superseded by this one */
-	distseq_member_changes_finished(schema);
-	distseq_spi_exec(psprintf("INSERT INTO %s.distseq_change (epoch, epoch_id, prev_epoch,"
-							  " prev_epoch_id, members, prev_members)"
-							  " VALUES ($1, $2, $3, $4, $5, $6)", schema),
-					 6, types, values, SPI_OK_INSERT);
-	return NULL;
-}
-
-/*
- * Settle the change from the membership this node is in, or pending from.
- * In the worker, outside any transaction: this node's promise commits on
- * its own first (once it made its promise known, it must keep it), then the
- * rounds, then the decision with the record of the change.  Phase two is
- * left to change_finish.  Returns NULL, or (in "cxt") why it did nothing.
- */
-static char *
-change_settle(MemoryContext cxt)
-{
-	const char *schema;
-	DistseqNodeState st;
-	Settle		s;
-	DistseqPromise own;
-	bool		isnull;
-	char	   *problem = NULL;
-	int			accepted = 1;	/* this node, at the end */
-
-	memset(&s, 0, sizeof(s));
-	s.cxt = cxt;
-	distseq_xact_begin();
-	distseq_spi_connect();
-	schema = distseq_catalog_schema();
-	distseq_node_state(schema, &st);
-	s.self = st.node_id;
-	distseq_spi_exec(psprintf("SELECT COALESCE(prev_epoch, 0), COALESCE(prev_epoch_id, 0),"
-							  " COALESCE(prev_members, '{}'), promised_round FROM %s.distseq_node",
-							  schema), 0, NULL, NULL, SPI_OK_SELECT);
-	s.round = distseq_spi_int8(0, 4) + 1;
-	if (st.pending)
-	{
-		int64	   *m;
-
-		s.epoch = distseq_spi_int8(0, 1);
-		s.epoch_id = distseq_spi_int8(0, 2);
-		m = distseq_int8_values(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3,
-											  &isnull), &s.nmembers);
-		s.members = copy_ids(cxt, m, s.nmembers);
-	}
-	else
-	{
-		s.epoch = st.epoch;
-		s.epoch_id = st.epoch_id;
-		s.nmembers = st.nmembers;
-		s.members = copy_ids(cxt, st.members, st.nmembers);
-	}
-	if (s.epoch == 0 || !ids_have(s.members, s.nmembers, s.self))
-		problem = pstrdup("this node is no member of the membership it is in");
-	else
-	{
-		distseq_member_promise(schema, s.epoch, s.epoch_id, s.round, s.self, s.self, &own);
-		settle_tally(&s, &own);
-	}
-	SPI_finish();
-	distseq_xact_commit();
-	if (problem)
-		return MemoryContextStrdup(cxt, problem);
-
-	distseq_xact_begin();
-	distseq_spi_connect();
-	problem = settle_rounds(schema, &s, &accepted);
-	if (problem && s.seen_round >= s.round)
-	{
-		Oid			types[1] = {INT8OID};
-		Datum		values[1] = {Int64GetDatum(s.seen_round)};
-
-		/*
-		 * Refused for a higher ballot: the next try goes above it.  Raising
-		 * its own promise only makes this node refuse more.
-		 */
-		distseq_spi_exec(psprintf("UPDATE %s.distseq_node SET promised_round = $1, promised_node = 0"
-								  " WHERE promised_round < $1", schema),
-						 1, types, values, SPI_OK_UPDATE);
-	}
-	if (problem)
-		problem = MemoryContextStrdup(cxt, problem);
-	SPI_finish();
-	distseq_xact_commit();
-	if (problem)
-		return problem;
-
-	distseq_xact_begin();
-	distseq_spi_connect();
-	distseq_member_lock_changes(schema);
-	problem = settle_decide(schema, &s);
-	if (problem)
-		problem = MemoryContextStrdup(cxt, problem);
-	SPI_finish();
-	distseq_xact_commit();
-	if (problem == NULL)
-		ereport(LOG,
-				(errmsg("distseq membership change from membership " INT64_FORMAT " settled here: %s membership " INT64_FORMAT " of %d members",
-						s.epoch, s.known ? "it was decided," :
-						s.noop ? "nothing was decided, abandoned for" : "finished,",
-						s.c.epoch, s.c.nmembers)));
-	return problem;
-}
-
-/*
- * Must this node settle the change from its membership before it proposes
- * one: pending in a change of another node; having promised a ballot (its
- * own moves of round 0 would be refused); or active while a member it
- * reaches is in a change from its membership: pending (in flight, or left
- * by a proposer that is lost: moves of round 0 would not reach a
- * majority), or active in it (decided, and this node, left behind, waits
- * for a phase two that a lost proposer never runs; settling takes it).
- * SPI connected.
- */
-static bool
-settle_needed(const char *schema, DistseqNodeState *st)
-{
-	if (!distseq_member_settles())
-		return false;
-	if (st->pending)
-		return st->proposer != st->node_id;
-	distseq_spi_exec(psprintf("SELECT 1 FROM %s.distseq_node WHERE promised_round > 0", schema),
-					 0, NULL, NULL, SPI_OK_SELECT);
-	if (SPI_processed == 1)
-		return true;
-	if (!distseq_is_member(st, st->node_id))
-		return false;
-	for (int i = 0; i < st->nmembers; i++)
-	{
-		DistseqPeer *peer;
-		DistseqRemoteResult *res;
-		char	   *error = NULL;
-
-		if (st->members[i] == st->node_id ||
-			(peer = distseq_client_of(schema, st->members[i])) == NULL ||
-			(res = distseq_client_exec(peer, "SELECT epoch FROM %s.distseq_peer_state()",
-									   0, NULL, "l", 1, &error)) == NULL)
-			continue;
-		if (distseq_remote_int8(res, 0, 0) == st->epoch + 1)
-			return true;
-	}
-	return false;
-}
-
 /*
  * Run a change that distseq_add_peer() or distseq_remove_peer() asked for,
  * in the worker, outside any transaction.  Returns NULL, or (in "cxt") why
@@ -1159,10 +669,10 @@ distseq_change_run(char op, const char *server_name, Oid userid, MemoryContext c
 	distseq_spi_connect();
 	distseq_member_check_changes();
 	distseq_node_state(distseq_catalog_schema(), &st);
-	settle = settle_needed(distseq_catalog_schema(), &st);
+	settle = distseq_settle_needed(distseq_catalog_schema(), &st);
 	SPI_finish();
 	distseq_xact_commit();
-	if (settle && (problem = change_settle(cxt)) != NULL)
+	if (settle && (problem = distseq_settle_run(cxt)) != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("could not settle the distseq membership change this node is in: %s", problem),

@@ -120,3 +120,35 @@ distseq_client_do(DistseqPeer *peer, const char *sql, int nparams, const char **
 
 	return distseq_remote_try(client_call, &c, error);
 }
+
+/* A bigint as a text parameter of a call */
+char *
+distseq_client_int8_text(int64 v)
+{
+	return psprintf(INT64_FORMAT, v);
+}
+
+/* A bigint[] as a text parameter of a call */
+char *
+distseq_client_int8s_text(int64 *vals, int n)
+{
+	StringInfoData buf;
+
+	initStringInfo(&buf);
+	appendStringInfoChar(&buf, '{');
+	for (int i = 0; i < n; i++)
+		appendStringInfo(&buf, "%s" INT64_FORMAT, i ? "," : "", vals[i]);
+	appendStringInfoChar(&buf, '}');
+	return buf.data;
+}
+
+/* How to reach a member, or NULL with the reason in *error */
+DistseqPeer *
+distseq_client_or_error(const char *schema, int64 node_id, char **error)
+{
+	DistseqPeer *peer = distseq_client_of(schema, node_id);
+
+	if (peer == NULL)
+		*error = psprintf("no distseq peer is registered here for node " INT64_FORMAT, node_id);
+	return peer;
+}

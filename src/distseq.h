@@ -497,14 +497,34 @@ extern DistseqRemoteResult *distseq_client_exec(DistseqPeer *peer, const char *s
 											   char **error);
 extern bool distseq_client_do(DistseqPeer *peer, const char *sql, int nparams,
 							  const char **params, char **error);
+extern char *distseq_client_int8_text(int64 v);
+extern char *distseq_client_int8s_text(int64 *vals, int n);
+extern DistseqPeer *distseq_client_or_error(const char *schema, int64 node_id,
+											char **error);
 
 /* src/change.c */
+typedef struct DistseqChange
+{
+	int64		epoch;
+	int64		epoch_id;
+	int64		prev_epoch;
+	int64		prev_epoch_id;
+	int			nmembers;
+	int64	   *members;
+	int			nprev;
+	int64	   *prev;
+} DistseqChange;
+
 extern void distseq_change_resume(void);
 extern bool distseq_change_learn(const char *schema, DistseqNodeState *st, int64 epoch,
 								 int64 epoch_id, const int64 *members, int nmembers,
 								 int64 informant);
 extern char *distseq_change_run(char op, const char *server_name, Oid userid,
 								MemoryContext cxt);
+
+/* src/settle.c */
+extern bool distseq_settle_needed(const char *schema, DistseqNodeState *st);
+extern char *distseq_settle_run(MemoryContext cxt);
 
 /* src/agent.c */
 typedef struct DistseqAgentResult

@@ -290,7 +290,7 @@ distseq_member_lock_changes(const char *schema)
 					 0, NULL, NULL, SPI_OK_UTILITY);
 }
 
-/* Version 1.7 keeps ballots: any member can settle a change (change_settle) */
+/* Version 1.7 keeps ballots: any member can settle a change (settle.c) */
 bool
 distseq_member_settles(void)
 {
@@ -351,7 +351,7 @@ distseq_member_move(const char *schema, int64 epoch, int64 epoch_id, int64 new_e
 	 */
 	/*
 	 * From 1.7 this is round 0 of settling the change from E0 (see
-	 * change_settle): a node that promised a ballot takes no step of it.
+	 * distseq_settle_run): a node that promised a ballot takes no step of it.
 	 */
 	distseq_spi_exec(psprintf("SELECT 1 FROM %s.distseq_node"
 							  " WHERE node_id = $7 AND epoch = $3 AND epoch_id = $4 AND pending"
