@@ -74,8 +74,7 @@ static void
 change_propose(const char *schema, DistseqNodeState *st, int64 *members, int nmembers,
 			   DistseqPeer *joiner)
 {
-	DistseqChange		c;
-	const char *params[7];
+	DistseqChange c;
 	List	   *moved = NIL;
 	int			nmoved = 1;		/* this node, at the end */
 	char	   *first_error = NULL;
@@ -100,25 +99,15 @@ change_propose(const char *schema, DistseqNodeState *st, int64 *members, int nme
 			elog(ERROR, "could not generate a random number");
 		c.epoch_id &= PG_INT64_MAX;
 	} while (c.epoch_id == 0);
-
-	params[0] = distseq_client_int8_text(c.prev_epoch);
-	params[1] = distseq_client_int8_text(c.prev_epoch_id);
-	params[2] = distseq_client_int8_text(c.epoch);
-	params[3] = distseq_client_int8_text(c.epoch_id);
-	params[4] = distseq_client_int8s_text(members, nmembers);
-	params[5] = distseq_client_int8_text(st->node_id);
+	c.members = members;
+	c.nmembers = nmembers;
+	c.prev = st->members;
+	c.nprev = st->nmembers;
 
 	/* the joiner first: it must be fresh, and stays so no longer */
 	if (joiner)
 	{
-		RemoteConn *rc = distseq_client_connect(joiner);
-
-		params[6] = distseq_client_int8_text(joiner->node_id);
-		distseq_remote_command(rc, psprintf("SELECT %s.distseq_peer_join($1::pg_catalog.int8,"
-											" $2::pg_catalog.int8, $3::pg_catalog.int8[],"
-											" $4::pg_catalog.int8, $5::pg_catalog.int8)",
-											distseq_remote_schema(rc)),
-							   5, params + 2);
+		(void) distseq_call_join(joiner, &c, st->node_id, joiner->node_id, NULL);
 		moved = lappend(moved, joiner);
 	}
 
@@ -130,11 +119,7 @@ change_propose(const char *schema, DistseqNodeState *st, int64 *members, int nme
 		if (st->members[i] == st->node_id)
 			continue;
 		peer = distseq_client_or_error(schema, st->members[i], &error);
-		params[6] = distseq_client_int8_text(st->members[i]);
-		if (peer && distseq_client_do(peer, "SELECT %s.distseq_peer_epoch_cas($1::pg_catalog.int8,"
-									  " $2::pg_catalog.int8, $3::pg_catalog.int8, $4::pg_catalog.int8,"
-									  " $5::pg_catalog.int8[], $6::pg_catalog.int8, $7::pg_catalog.int8)",
-									  7, params, &error))
+		if (peer && distseq_call_move(peer, &c, st->node_id, st->members[i], &error))
 		{
 			moved = lappend(moved, peer);
 			nmoved++;
@@ -145,30 +130,19 @@ change_propose(const char *schema, DistseqNodeState *st, int64 *members, int nme
 
 	if (nmoved >= distseq_majority(st->nmembers))
 	{
-		Oid			types[6] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8ARRAYOID,
-		INT8ARRAYOID};
-		Datum		values[6];
-
-		values[0] = Int64GetDatum(c.epoch);
-		values[1] = Int64GetDatum(c.epoch_id);
-		values[2] = Int64GetDatum(c.prev_epoch);
-		values[3] = Int64GetDatum(c.prev_epoch_id);
-		values[4] = distseq_int8_array(members, nmembers);
-		values[5] = distseq_int8_array(st->members, st->nmembers);
 		distseq_member_move(schema, c.prev_epoch, c.prev_epoch_id, c.epoch, c.epoch_id,
-					values[4], st->node_id, st->node_id, false);
-		/* a change not finished yet is superseded by this one */
-		distseq_member_changes_finished(schema);
-		distseq_spi_exec(psprintf("INSERT INTO %s.distseq_change (epoch, epoch_id, prev_epoch,"
-								  " prev_epoch_id, members, prev_members)"
-								  " VALUES ($1, $2, $3, $4, $5, $6)", schema),
-						 6, types, values, SPI_OK_INSERT);
+							distseq_int8_array(members, nmembers), st->node_id,
+							st->node_id, false);
+		distseq_member_record_change(schema, &c);
 		return;
 	}
 
 	foreach(lc, moved)
-		(void) distseq_client_do(lfirst(lc), "SELECT %s.distseq_peer_revert($1::pg_catalog.int8,"
-								 " $2::pg_catalog.int8)", 2, params + 2, NULL);
+	{
+		char	   *ignored;
+
+		(void) distseq_call_revert(lfirst(lc), c.epoch, c.epoch_id, &ignored);
+	}
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("could not change the distseq membership: %d of %d members agreed, %d needed",
@@ -182,10 +156,7 @@ static bool
 collect_marks(const char *schema, DistseqNodeState *st, int64 node_id, DistseqChange *c,
 			  List **marks, char **error)
 {
-	const char *params[2] = {distseq_client_int8_text(c->epoch),
-	distseq_client_int8_text(c->epoch_id)};
 	DistseqPeer *peer;
-	DistseqRemoteResult *res;
 
 	if (node_id == st->node_id)
 	{
@@ -193,34 +164,16 @@ collect_marks(const char *schema, DistseqNodeState *st, int64 node_id, DistseqCh
 														  CurrentMemoryContext));
 		return true;
 	}
-	if ((peer = distseq_client_or_error(schema, node_id, error)) == NULL ||
-		(res = distseq_client_exec(peer, "SELECT sequence_name, hwm"
-								   " FROM %s.distseq_peer_marks($1::pg_catalog.int8,"
-								   " $2::pg_catalog.int8)",
-								   2, params, "tl", -1, error)) == NULL)
-		return false;
-	for (int i = 0; i < distseq_remote_ntuples(res); i++)
-	{
-		DistseqMark *m = palloc(sizeof(DistseqMark));
-
-		m->name = pstrdup(distseq_remote_text(res, i, 0));
-		m->hwm = distseq_remote_int8(res, i, 1);
-		*marks = lappend(*marks, m);
-	}
-	return true;
+	return (peer = distseq_client_or_error(schema, node_id, error)) != NULL &&
+		distseq_call_marks(peer, c->epoch, c->epoch_id, marks, error);
 }
 
-/*
- * The largest mark of each sequence: as array literals for a peer, and as
- * arrays for this node.
- */
+/* The largest mark of each sequence, as a text[] of names and a bigint[] */
 static void
-marks_arrays(List *marks, char **names, char **hwms, Datum *name_array, Datum *hwm_array)
+marks_arrays(List *marks, Datum *name_array, Datum *hwm_array)
 {
 	List	   *merged = NIL;
 	ListCell   *lc;
-	StringInfoData n;
-	StringInfoData h;
 	Datum	   *nd;
 	int64	   *hv;
 	int			k = 0;
@@ -251,35 +204,16 @@ marks_arrays(List *marks, char **names, char **hwms, Datum *name_array, Datum *h
 		}
 	}
 
-	initStringInfo(&n);
-	initStringInfo(&h);
-	appendStringInfoChar(&n, '{');
-	appendStringInfoChar(&h, '{');
 	nd = palloc(sizeof(Datum) * Max(list_length(merged), 1));
 	hv = palloc(sizeof(int64) * Max(list_length(merged), 1));
 	foreach(lc, merged)
 	{
 		DistseqMark *m = lfirst(lc);
-		const char *sep = k ? "," : "";
 
-		/* an array element, quoted, with quotes and backslashes escaped */
-		appendStringInfo(&n, "%s\"", sep);
-		for (const char *p = m->name; *p; p++)
-		{
-			if (*p == '"' || *p == '\\')
-				appendStringInfoChar(&n, '\\');
-			appendStringInfoChar(&n, *p);
-		}
-		appendStringInfoChar(&n, '"');
-		appendStringInfo(&h, "%s" INT64_FORMAT, sep, m->hwm);
 		nd[k] = CStringGetTextDatum(m->name);
 		hv[k] = m->hwm;
 		k++;
 	}
-	appendStringInfoChar(&n, '}');
-	appendStringInfoChar(&h, '}');
-	*names = n.data;
-	*hwms = h.data;
 	*name_array = PointerGetDatum(construct_array(nd, k, TEXTOID, -1, false, TYPALIGN_INT));
 	*hwm_array = distseq_int8_array(hv, k);
 }
@@ -293,15 +227,12 @@ static char *
 change_finish(const char *schema)
 {
 	DistseqNodeState st;
-	DistseqChange		c;
+	DistseqChange c;
 	bool		isnull;
 	List	   *marks = NIL;
 	int			got = 0;
 	char	   *error = NULL;
-	char	   *names;
-	char	   *hwms;
 	Datum		args[8];
-	const char *params[8];
 	int			failed = 0;
 
 	distseq_spi_exec(psprintf("SELECT epoch, epoch_id, prev_epoch, prev_epoch_id, members,"
@@ -335,28 +266,16 @@ change_finish(const char *schema)
 	if (got < c.nprev - distseq_majority(c.nprev) + 1)
 		return psprintf("only %d of the %d former members gave their high-water marks%s%s",
 						got, c.nprev, error ? ": " : "", error ? error : "");
-	marks_arrays(marks, &names, &hwms, &args[5], &args[6]);
+	marks_arrays(marks, &args[5], &args[6]);
 
-	params[0] = distseq_client_int8_text(c.epoch);
-	params[1] = distseq_client_int8_text(c.epoch_id);
-	params[2] = distseq_client_int8_text(c.prev_epoch);
-	params[3] = distseq_client_int8_text(c.prev_epoch_id);
-	params[4] = distseq_client_int8s_text(c.members, c.nmembers);
-	params[5] = names;
-	params[6] = hwms;
 	for (int i = 0; i < c.nmembers; i++)
 	{
 		DistseqPeer *peer;
 
 		if (c.members[i] == st.node_id)
 			continue;
-		params[7] = distseq_client_int8_text(c.members[i]);
 		if ((peer = distseq_client_or_error(schema, c.members[i], &error)) == NULL ||
-			!distseq_client_do(peer, "SELECT %s.distseq_peer_activate($1::pg_catalog.int8,"
-							   " $2::pg_catalog.int8, $3::pg_catalog.int8, $4::pg_catalog.int8,"
-							   " $5::pg_catalog.int8[], $6::pg_catalog.text[], $7::pg_catalog.int8[],"
-							   " $8::pg_catalog.int8)",
-							   8, params, &error))
+			!distseq_call_activate(peer, &c, args[5], args[6], c.members[i], &error))
 			failed++;
 	}
 	args[0] = Int64GetDatum(c.epoch);
@@ -406,9 +325,7 @@ change_left_out(const char *schema, DistseqNodeState *st)
 static char *
 change_recover(const char *schema, DistseqNodeState *st)
 {
-	const char *params[3];
 	DistseqPeer *peer;
-	DistseqRemoteResult *res;
 	char	   *error = NULL;
 	bool		decided;
 
@@ -422,16 +339,10 @@ change_recover(const char *schema, DistseqNodeState *st)
 		if (SPI_processed == 1)
 			return NULL;
 	}
-	params[0] = distseq_client_int8_text(st->epoch);
-	params[1] = distseq_client_int8_text(st->epoch_id);
-	params[2] = distseq_client_int8_text(st->proposer);
 	if ((peer = distseq_client_or_error(schema, st->proposer, &error)) == NULL ||
-		(res = distseq_client_exec(peer, "SELECT %s.distseq_peer_decided($1::pg_catalog.int8,"
-								   " $2::pg_catalog.int8, $3::pg_catalog.int8)",
-								   3, params, "b", 1, &error)) == NULL)
+		!distseq_call_decided(peer, st->epoch, st->epoch_id, st->proposer, &decided, &error))
 		return psprintf("could not ask the proposer of membership " INT64_FORMAT ": %s",
 						st->epoch, error);
-	decided = distseq_remote_bool(res, 0, 0);
 	if (decided && !distseq_is_member(st, st->node_id))
 	{
 		change_left_out(schema, st);
@@ -554,12 +465,9 @@ change_add(const char *schema, DistseqNodeState *st, const char *server_name, Oi
 {
 	ForeignServer *server = GetForeignServerByName(server_name, false);
 	DistseqPeer peer;
-	RemoteConn *rc;
-	DistseqRemoteResult *res;
+	DistseqNodeState its;
+	bool		has_windows;
 	bool		fresh;
-	int64		epoch;
-	const int64 *its_members;
-	int			nits;
 	bool		in_own;
 	int64	   *members;
 	Oid			types[3] = {TEXTOID, INT8OID, INT8OID};
@@ -569,23 +477,13 @@ change_add(const char *schema, DistseqNodeState *st, const char *server_name, Oi
 	peer.serverid = server->serverid;
 	peer.added_by = userid;
 	strlcpy(peer.name, server_name, NAMEDATALEN);
-	rc = distseq_client_connect(&peer);
-	res = distseq_remote_query(rc,
-							   psprintf("SELECT node_id, epoch, members, pending, EXISTS"
-										"  (SELECT 1 FROM %1$s.distseq_peer_sequences() WHERE has_windows)"
-										" FROM %1$s.distseq_peer_state()",
-										distseq_remote_schema(rc)),
-							   0, NULL, "llabb", 1);
-	peer.node_id = distseq_remote_int8(res, 0, 0);
-	epoch = distseq_remote_int8(res, 0, 1);
-	its_members = distseq_remote_int8s(res, 0, 2, &nits);
-	in_own = false;
-	for (int i = 0; i < nits; i++)
-		in_own |= its_members[i] == peer.node_id;
+	distseq_call_candidate(&peer, &its, &has_windows);
+	peer.node_id = its.node_id;
+	in_own = distseq_is_member(&its, peer.node_id);
 	/* never in a group and no window; or out of the group it was in */
-	fresh = !distseq_remote_bool(res, 0, 3) &&
-		((epoch == 0 && nits == 1 && in_own && !distseq_remote_bool(res, 0, 4)) ||
-		 (epoch > 0 && !in_own));
+	fresh = !its.pending &&
+		((its.epoch == 0 && its.nmembers == 1 && in_own && !has_windows) ||
+		 (its.epoch > 0 && !in_own));
 	if (peer.node_id == st->node_id)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

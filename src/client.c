@@ -3,11 +3,21 @@
  * client.c
  *	  The calling side of the multi-node protocol: how this node reaches a
  *	  member (its foreign server, with the user mapping of the role that
- *	  added it), and one call of a peer's function, caught so that a peer
- *	  that fails costs its caller no more than an error message.
+ *	  added it), and one C function per function a peer answers
+ *	  (distseq_call_*), which sends its arguments and reads its answer,
+ *	  checked.  Callers never see SQL.
  *
- * Connections themselves, their bounds and the checks of every answer are
- * remote.c's.  Reads distseq_peer with SPI connected; takes no lock.
+ * Each call is SELECT [columns FROM] schema.function($1::type, ...): the
+ * peer's schema quoted once (distseq_remote_schema), every function and
+ * parameter type qualified (see remote.c on why).  Arrays are built as
+ * Datums and sent as PostgreSQL's own text form of them (array_out).
+ *
+ * A call given "error" runs in a subtransaction (distseq_remote_try): on
+ * failure it returns false with the message there, so that a peer that
+ * fails costs its caller no more than that.  Without it, a failure raises
+ * its error.  Connections themselves, their bounds and the checks of every
+ * answer are remote.c's.  Reads distseq_peer with SPI connected; takes no
+ * lock.
  *
  *-------------------------------------------------------------------------
  */
@@ -21,6 +31,9 @@
 #include "foreign/foreign.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
 
 /* How to reach a member, or NULL when this node has no server for it */
 DistseqPeer *
@@ -69,77 +82,110 @@ distseq_client_connect(DistseqPeer *peer)
 	return distseq_remote_get(peer->serverid, peer->added_by);
 }
 
-/* One statement on a peer, in distseq_remote_try() */
+/*
+ * One call of a peer's function.  "args" has a letter per parameter: l
+ * bigint, i integer, a bigint[], t text, T text[], b boolean.  "sql", when
+ * set, builds a statement of another shape from the peer's schema.
+ */
 typedef struct ClientCall
 {
 	DistseqPeer *peer;
-	const char *sql;
-	int			nparams;
-	const char **params;
-	const char *columns;		/* NULL: the answer does not matter */
+	const char *select;			/* the columns read from the function, or NULL */
+	const char *fn;
+	const char *args;
+	const char *const *params;
+	const char *columns;		/* of the answer; NULL: it does not matter */
 	int			nrows;
+	char	   *(*sql) (const char *schema);
+	void		(*read) (const DistseqRemoteResult *res, void *out);	/* in the call */
+	void	   *out;
 	DistseqRemoteResult *res;
 } ClientCall;
+
+static const char *
+client_type(char letter)
+{
+	switch (letter)
+	{
+		case 'l':
+			return "pg_catalog.int8";
+		case 'i':
+			return "pg_catalog.int4";
+		case 'a':
+			return "pg_catalog.int8[]";
+		case 't':
+			return "pg_catalog.text";
+		case 'T':
+			return "pg_catalog.text[]";
+		case 'b':
+			return "pg_catalog.bool";
+	}
+	elog(ERROR, "distseq: no parameter type '%c'", letter);
+	return NULL;				/* keep compiler quiet */
+}
+
+static char *
+client_sql(const ClientCall *c, const char *schema)
+{
+	StringInfoData sql;
+
+	initStringInfo(&sql);
+	appendStringInfoString(&sql, "SELECT ");
+	if (c->select)
+		appendStringInfo(&sql, "%s FROM ", c->select);
+	appendStringInfo(&sql, "%s.%s(", schema, c->fn);
+	for (int i = 0; c->args[i]; i++)
+		appendStringInfo(&sql, "%s$%d::%s", i ? ", " : "", i + 1, client_type(c->args[i]));
+	appendStringInfoChar(&sql, ')');
+	return sql.data;
+}
 
 static void
 client_call(void *arg)
 {
-	ClientCall   *c = arg;
+	ClientCall *c = arg;
 	RemoteConn *rc = distseq_client_connect(c->peer);
-	char	   *sql = psprintf(c->sql, distseq_remote_schema(rc));
+	const char *schema = distseq_remote_schema(rc);
+	char	   *sql = c->sql ? c->sql(schema) : client_sql(c, schema);
+	int			nparams = strlen(c->args);
 
 	if (c->columns)
-		c->res = distseq_remote_query(rc, sql, c->nparams, c->params, c->columns,
-									  c->nrows);
+		c->res = distseq_remote_query(rc, sql, nparams, c->params, c->columns, c->nrows);
 	else
-		distseq_remote_command(rc, sql, c->nparams, c->params);
+		distseq_remote_command(rc, sql, nparams, c->params);
+	if (c->read)
+		c->read(c->res, c->out);
 }
 
-/*
- * Run "sql" (%s stands for the peer's schema) on a peer, in a
- * subtransaction, and return its answer checked as distseq_remote_query()
- * does; NULL, with the message in *error, on failure or a bad answer.
- */
-DistseqRemoteResult *
-distseq_client_exec(DistseqPeer *peer, const char *sql, int nparams, const char **params,
-					const char *columns, int nrows, char **error)
+/* Make a call: caught with "error", raising without */
+static bool
+client_run(ClientCall *c, char **error)
 {
-	ClientCall	c = {peer, sql, nparams, params, columns, nrows, NULL};
-
-	if (!distseq_remote_try(client_call, &c, error))
-		return NULL;
-	return c.res;
+	if (error == NULL)
+	{
+		client_call(c);
+		return true;
+	}
+	return distseq_remote_try(client_call, c, error);
 }
 
-/* The same, for a statement whose answer does not matter */
-bool
-distseq_client_do(DistseqPeer *peer, const char *sql, int nparams, const char **params,
-				  char **error)
-{
-	ClientCall	c = {peer, sql, nparams, params, NULL, 0, NULL};
-
-	return distseq_remote_try(client_call, &c, error);
-}
-
-/* A bigint as a text parameter of a call */
-char *
-distseq_client_int8_text(int64 v)
+static char *
+int8_param(int64 v)
 {
 	return psprintf(INT64_FORMAT, v);
 }
 
-/* A bigint[] as a text parameter of a call */
-char *
-distseq_client_int8s_text(int64 *vals, int n)
+/* An array Datum as a text parameter, in PostgreSQL's own text form */
+static char *
+array_param(Datum array)
 {
-	StringInfoData buf;
+	return OidOutputFunctionCall(F_ARRAY_OUT, array);
+}
 
-	initStringInfo(&buf);
-	appendStringInfoChar(&buf, '{');
-	for (int i = 0; i < n; i++)
-		appendStringInfo(&buf, "%s" INT64_FORMAT, i ? "," : "", vals[i]);
-	appendStringInfoChar(&buf, '}');
-	return buf.data;
+static char *
+int8s_param(const int64 *vals, int n)
+{
+	return array_param(distseq_int8_array((int64 *) vals, n));
 }
 
 /* How to reach a member, or NULL with the reason in *error */
@@ -151,4 +197,215 @@ distseq_client_or_error(const char *schema, int64 node_id, char **error)
 	if (peer == NULL)
 		*error = psprintf("no distseq peer is registered here for node " INT64_FORMAT, node_id);
 	return peer;
+}
+
+/*
+ * Run "sql" (%s stands for the peer's schema) on a peer, in a
+ * subtransaction, and return its answer checked as distseq_remote_query()
+ * does; NULL, with the message in *error, on failure or a bad answer.
+ */
+typedef struct LegacyCall
+{
+	DistseqPeer *peer;
+	const char *sql;
+	int			nparams;
+	const char **params;
+	const char *columns;		/* NULL: the answer does not matter */
+	int			nrows;
+	DistseqRemoteResult *res;
+} LegacyCall;
+
+static void
+legacy_call(void *arg)
+{
+	LegacyCall *c = arg;
+	RemoteConn *rc = distseq_client_connect(c->peer);
+	char	   *sql = psprintf(c->sql, distseq_remote_schema(rc));
+
+	if (c->columns)
+		c->res = distseq_remote_query(rc, sql, c->nparams, c->params, c->columns,
+									  c->nrows);
+	else
+		distseq_remote_command(rc, sql, c->nparams, c->params);
+}
+
+DistseqRemoteResult *
+distseq_client_exec(DistseqPeer *peer, const char *sql, int nparams, const char **params,
+					const char *columns, int nrows, char **error)
+{
+	LegacyCall	c = {peer, sql, nparams, params, columns, nrows, NULL};
+
+	if (!distseq_remote_try(legacy_call, &c, error))
+		return NULL;
+	return c.res;
+}
+
+/* ---- the steps of a membership change (peer.c answers them) ---- */
+
+/* Phase one on a fresh node that joins the change "c" */
+bool
+distseq_call_join(DistseqPeer *peer, const DistseqChange *c, int64 proposer, int64 node_id,
+				  char **error)
+{
+	const char *params[5] = {int8_param(c->epoch), int8_param(c->epoch_id),
+	int8s_param(c->members, c->nmembers), int8_param(proposer), int8_param(node_id)};
+	ClientCall	call = {peer, NULL, "distseq_peer_join", "llall", params};
+
+	return client_run(&call, error);
+}
+
+/* Phase one on a member: from c's membership before to c's, pending */
+bool
+distseq_call_move(DistseqPeer *peer, const DistseqChange *c, int64 proposer, int64 node_id,
+				  char **error)
+{
+	const char *params[7] = {int8_param(c->prev_epoch), int8_param(c->prev_epoch_id),
+		int8_param(c->epoch), int8_param(c->epoch_id), int8s_param(c->members, c->nmembers),
+	int8_param(proposer), int8_param(node_id)};
+	ClientCall	call = {peer, NULL, "distseq_peer_epoch_cas", "llllall", params};
+
+	return client_run(&call, error);
+}
+
+/* Back from a pending membership whose change was not decided */
+bool
+distseq_call_revert(DistseqPeer *peer, int64 epoch, int64 epoch_id, char **error)
+{
+	const char *params[2] = {int8_param(epoch), int8_param(epoch_id)};
+	ClientCall	call = {peer, NULL, "distseq_peer_revert", "ll", params};
+
+	return client_run(&call, error);
+}
+
+/* A member's marks once it is in the given membership, added to *marks */
+bool
+distseq_call_marks(DistseqPeer *peer, int64 epoch, int64 epoch_id, List **marks,
+				   char **error)
+{
+	const char *params[2] = {int8_param(epoch), int8_param(epoch_id)};
+	ClientCall	call = {peer, "sequence_name, hwm", "distseq_peer_marks", "ll", params,
+	"tl", -1};
+
+	if (!client_run(&call, error))
+		return false;
+	for (int i = 0; i < distseq_remote_ntuples(call.res); i++)
+	{
+		DistseqMark *m = palloc(sizeof(DistseqMark));
+
+		m->name = pstrdup(distseq_remote_text(call.res, i, 0));
+		m->hwm = distseq_remote_int8(call.res, i, 1);
+		*marks = lappend(*marks, m);
+	}
+	return true;
+}
+
+/* Phase two on a member: marks raised to names/hwms (text[], bigint[]) */
+bool
+distseq_call_activate(DistseqPeer *peer, const DistseqChange *c, Datum names, Datum hwms,
+					  int64 node_id, char **error)
+{
+	const char *params[8] = {int8_param(c->epoch), int8_param(c->epoch_id),
+		int8_param(c->prev_epoch), int8_param(c->prev_epoch_id),
+		int8s_param(c->members, c->nmembers), array_param(names), array_param(hwms),
+	int8_param(node_id)};
+	ClientCall	call = {peer, NULL, "distseq_peer_activate", "llllaTal", params};
+
+	return client_run(&call, error);
+}
+
+/* Was the change to (epoch, epoch_id) decided on its proposer? */
+bool
+distseq_call_decided(DistseqPeer *peer, int64 epoch, int64 epoch_id, int64 proposer,
+					 bool *decided, char **error)
+{
+	const char *params[3] = {int8_param(epoch), int8_param(epoch_id), int8_param(proposer)};
+	ClientCall	call = {peer, NULL, "distseq_peer_decided", "lll", params, "b", 1};
+
+	if (!client_run(&call, error))
+		return false;
+	*decided = distseq_remote_bool(call.res, 0, 0);
+	return true;
+}
+
+/* The epoch a member is in */
+bool
+distseq_call_epoch(DistseqPeer *peer, int64 *epoch, char **error)
+{
+	ClientCall	call = {peer, "epoch", "distseq_peer_state", "", NULL, "l", 1};
+
+	if (!client_run(&call, error))
+		return false;
+	*epoch = distseq_remote_int8(call.res, 0, 0);
+	return true;
+}
+
+/* A prepare of membership (epoch, epoch_id) at ballot (round, settler) */
+bool
+distseq_call_prepare(DistseqPeer *peer, int64 epoch, int64 epoch_id, int64 round,
+					 int64 settler, int64 node_id, DistseqPromise *p, char **error)
+{
+	const char *params[5] = {int8_param(epoch), int8_param(epoch_id), int8_param(round),
+	int8_param(settler), int8_param(node_id)};
+	ClientCall	call = {peer, "answer, promised_round, promised_node, accepted_round,"
+		" accepted_node, pending, change_epoch, change_epoch_id, members",
+	"distseq_peer_prepare", "lllll", params, "tllllblla", 1};
+	const char *a;
+
+	if (!client_run(&call, error))
+		return false;
+	a = distseq_remote_text(call.res, 0, 0);
+	p->answer = strcmp(a, "promise") == 0 ? 'p' : strcmp(a, "decided") == 0 ? 'd' :
+		strcmp(a, "refused") == 0 ? 'r' : 'e';
+	p->promised_round = distseq_remote_int8(call.res, 0, 1);
+	p->promised_node = distseq_remote_int8(call.res, 0, 2);
+	p->accepted_round = distseq_remote_int8(call.res, 0, 3);
+	p->accepted_node = distseq_remote_int8(call.res, 0, 4);
+	p->pending = distseq_remote_bool(call.res, 0, 5);
+	p->epoch = distseq_remote_int8(call.res, 0, 6);
+	p->epoch_id = distseq_remote_int8(call.res, 0, 7);
+	p->members = (int64 *) distseq_remote_int8s(call.res, 0, 8, &p->nmembers);
+	return true;
+}
+
+/* An accept of change "c" from (epoch, epoch_id) at ballot (round, settler) */
+bool
+distseq_call_accept(DistseqPeer *peer, int64 epoch, int64 epoch_id, int64 round,
+					int64 settler, const DistseqChange *c, int64 node_id, bool *accepted,
+					char **error)
+{
+	const char *params[8] = {int8_param(epoch), int8_param(epoch_id), int8_param(round),
+		int8_param(settler), int8_param(c->epoch), int8_param(c->epoch_id),
+	int8s_param(c->members, c->nmembers), int8_param(node_id)};
+	ClientCall	call = {peer, NULL, "distseq_peer_accept", "llllllal", params, "b", 1};
+
+	if (!client_run(&call, error))
+		return false;
+	*accepted = distseq_remote_bool(call.res, 0, 0);
+	return true;
+}
+
+static char *
+candidate_sql(const char *schema)
+{
+	return psprintf("SELECT node_id, epoch, members, pending, EXISTS"
+					"  (SELECT 1 FROM %s.distseq_peer_sequences() WHERE has_windows)"
+					" FROM %s.distseq_peer_state()", schema, schema);
+}
+
+/*
+ * How a server to be added sees itself: its node, epoch and members,
+ * whether it is pending, and whether it has a window of a sequence peers
+ * share.
+ */
+void
+distseq_call_candidate(DistseqPeer *peer, DistseqNodeState *st, bool *has_windows)
+{
+	ClientCall	call = {peer, NULL, NULL, "", NULL, "llabb", 1, candidate_sql};
+
+	(void) client_run(&call, NULL);
+	st->node_id = distseq_remote_int8(call.res, 0, 0);
+	st->epoch = distseq_remote_int8(call.res, 0, 1);
+	st->members = (int64 *) distseq_remote_int8s(call.res, 0, 2, &st->nmembers);
+	st->pending = distseq_remote_bool(call.res, 0, 3);
+	*has_windows = distseq_remote_bool(call.res, 0, 4);
 }

@@ -433,6 +433,19 @@ typedef struct DistseqMark
 	int64		hwm;
 } DistseqMark;
 
+/* A change from one membership to the next, as distseq_change records it */
+typedef struct DistseqChange
+{
+	int64		epoch;
+	int64		epoch_id;
+	int64		prev_epoch;
+	int64		prev_epoch_id;
+	int			nmembers;
+	int64	   *members;
+	int			nprev;
+	int64	   *prev;
+} DistseqChange;
+
 /* What a node answers a prepare with (distseq_peer_prepare) */
 typedef struct DistseqPromise
 {
@@ -479,6 +492,7 @@ extern bool distseq_member_accept(const char *schema, int64 epoch, int64 epoch_i
 								  int64 round, int64 settler, int64 new_epoch,
 								  int64 new_epoch_id, Datum members, int64 node_id);
 extern void distseq_member_changes_finished(const char *schema);
+extern void distseq_member_record_change(const char *schema, const DistseqChange *c);
 
 /* src/client.c */
 typedef struct DistseqPeer
@@ -497,30 +511,39 @@ extern DistseqRemoteResult *distseq_client_exec(DistseqPeer *peer, const char *s
 											   char **error);
 extern bool distseq_client_do(DistseqPeer *peer, const char *sql, int nparams,
 							  const char **params, char **error);
-extern char *distseq_client_int8_text(int64 v);
-extern char *distseq_client_int8s_text(int64 *vals, int n);
 extern DistseqPeer *distseq_client_or_error(const char *schema, int64 node_id,
 											char **error);
 
 /* src/change.c */
-typedef struct DistseqChange
-{
-	int64		epoch;
-	int64		epoch_id;
-	int64		prev_epoch;
-	int64		prev_epoch_id;
-	int			nmembers;
-	int64	   *members;
-	int			nprev;
-	int64	   *prev;
-} DistseqChange;
-
 extern void distseq_change_resume(void);
 extern bool distseq_change_learn(const char *schema, DistseqNodeState *st, int64 epoch,
 								 int64 epoch_id, const int64 *members, int nmembers,
 								 int64 informant);
 extern char *distseq_change_run(char op, const char *server_name, Oid userid,
 								MemoryContext cxt);
+
+/* src/client.c: one function per call of a peer */
+extern bool distseq_call_join(DistseqPeer *peer, const DistseqChange *c, int64 proposer,
+							  int64 node_id, char **error);
+extern bool distseq_call_move(DistseqPeer *peer, const DistseqChange *c, int64 proposer,
+							  int64 node_id, char **error);
+extern bool distseq_call_revert(DistseqPeer *peer, int64 epoch, int64 epoch_id,
+								char **error);
+extern bool distseq_call_marks(DistseqPeer *peer, int64 epoch, int64 epoch_id,
+							   List **marks, char **error);
+extern bool distseq_call_activate(DistseqPeer *peer, const DistseqChange *c, Datum names,
+								  Datum hwms, int64 node_id, char **error);
+extern bool distseq_call_decided(DistseqPeer *peer, int64 epoch, int64 epoch_id,
+								 int64 proposer, bool *decided, char **error);
+extern bool distseq_call_epoch(DistseqPeer *peer, int64 *epoch, char **error);
+extern bool distseq_call_prepare(DistseqPeer *peer, int64 epoch, int64 epoch_id,
+								 int64 round, int64 settler, int64 node_id,
+								 DistseqPromise *p, char **error);
+extern bool distseq_call_accept(DistseqPeer *peer, int64 epoch, int64 epoch_id,
+								int64 round, int64 settler, const DistseqChange *c,
+								int64 node_id, bool *accepted, char **error);
+extern void distseq_call_candidate(DistseqPeer *peer, DistseqNodeState *st,
+								   bool *has_windows);
 
 /* src/settle.c */
 extern bool distseq_settle_needed(const char *schema, DistseqNodeState *st);

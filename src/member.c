@@ -618,3 +618,26 @@ distseq_member_changes_finished(const char *schema)
 	distseq_spi_exec(psprintf("UPDATE %s.distseq_change SET finished = true", schema),
 					 0, NULL, NULL, SPI_OK_UPDATE);
 }
+
+/*
+ * Record the change decided here, in the transaction that decides it: a
+ * change decided here before and not finished yet is superseded by it.
+ */
+void
+distseq_member_record_change(const char *schema, const DistseqChange *c)
+{
+	Oid			types[6] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8ARRAYOID, INT8ARRAYOID};
+	Datum		values[6];
+
+	values[0] = Int64GetDatum(c->epoch);
+	values[1] = Int64GetDatum(c->epoch_id);
+	values[2] = Int64GetDatum(c->prev_epoch);
+	values[3] = Int64GetDatum(c->prev_epoch_id);
+	values[4] = distseq_int8_array(c->members, c->nmembers);
+	values[5] = distseq_int8_array(c->prev, c->nprev);
+	distseq_member_changes_finished(schema);
+	distseq_spi_exec(psprintf("INSERT INTO %s.distseq_change (epoch, epoch_id, prev_epoch,"
+							  " prev_epoch_id, members, prev_members)"
+							  " VALUES ($1, $2, $3, $4, $5, $6)", schema),
+					 6, types, values, SPI_OK_INSERT);
+}

@@ -194,52 +194,31 @@ settle_choose(Settle *s)
 	return NULL;
 }
 
+/* Prepares on the other members, each answer tallied; SPI connected */
+static void
+settle_prepares(const char *schema, Settle *s)
+{
+	for (int i = 0; i < s->nmembers; i++)
+	{
+		DistseqPeer *peer;
+		char	   *error = NULL;
+		DistseqPromise p;
+
+		if (s->members[i] != s->self &&
+			(peer = distseq_client_or_error(schema, s->members[i], &error)) != NULL &&
+			distseq_call_prepare(peer, s->epoch, s->epoch_id, s->round, s->self,
+								 s->members[i], &p, &error))
+			settle_tally(s, &p);
+	}
+}
+
 /* Prepares on the other members, then accepts; SPI connected */
 static char *
 settle_rounds(const char *schema, Settle *s, int *accepted)
 {
-	const char *params[8];
 	char	   *problem;
 
-	params[0] = distseq_client_int8_text(s->epoch);
-	params[1] = distseq_client_int8_text(s->epoch_id);
-	params[2] = distseq_client_int8_text(s->round);
-	params[3] = distseq_client_int8_text(s->self);
-	for (int i = 0; i < s->nmembers; i++)
-	{
-		DistseqPeer *peer;
-		DistseqRemoteResult *res;
-		char	   *error = NULL;
-		DistseqPromise p;
-
-		if (s->members[i] == s->self)
-			continue;
-		params[4] = distseq_client_int8_text(s->members[i]);
-		if ((peer = distseq_client_or_error(schema, s->members[i], &error)) == NULL ||
-			(res = distseq_client_exec(peer, "SELECT answer, promised_round, promised_node,"
-									   " accepted_round, accepted_node, pending, change_epoch,"
-									   " change_epoch_id, members"
-									   " FROM %s.distseq_peer_prepare($1::pg_catalog.int8,"
-									   " $2::pg_catalog.int8, $3::pg_catalog.int8,"
-									   " $4::pg_catalog.int8, $5::pg_catalog.int8)",
-									   5, params, "tllllblla", 1, &error)) == NULL)
-			continue;
-		{
-			const char *a = distseq_remote_text(res, 0, 0);
-
-			p.answer = strcmp(a, "promise") == 0 ? 'p' : strcmp(a, "decided") == 0 ? 'd' :
-				strcmp(a, "refused") == 0 ? 'r' : 'e';
-		}
-		p.promised_round = distseq_remote_int8(res, 0, 1);
-		p.promised_node = distseq_remote_int8(res, 0, 2);
-		p.accepted_round = distseq_remote_int8(res, 0, 3);
-		p.accepted_node = distseq_remote_int8(res, 0, 4);
-		p.pending = distseq_remote_bool(res, 0, 5);
-		p.epoch = distseq_remote_int8(res, 0, 6);
-		p.epoch_id = distseq_remote_int8(res, 0, 7);
-		p.members = (int64 *) distseq_remote_int8s(res, 0, 8, &p.nmembers);
-		settle_tally(s, &p);
-	}
+	settle_prepares(schema, s);
 	if ((problem = settle_choose(s)) != NULL)
 		return problem;
 	if (!ids_have(s->c.members, s->c.nmembers, s->self))
@@ -247,39 +226,28 @@ settle_rounds(const char *schema, Settle *s, int *accepted)
 	if (s->known)
 		return NULL;
 
-	params[4] = distseq_client_int8_text(s->c.epoch);
-	params[5] = distseq_client_int8_text(s->c.epoch_id);
-	params[6] = distseq_client_int8s_text(s->c.members, s->c.nmembers);
 	/* a joiner first, as in phase one; it may be pending in it already */
 	for (int i = 0; i < s->c.nmembers; i++)
 	{
 		DistseqPeer *peer;
-		const char *jparams[5] = {params[4], params[5], params[6], params[3], NULL};
+		char	   *ignored;
 
 		if (ids_have(s->members, s->nmembers, s->c.members[i]) ||
 			(peer = distseq_client_of(schema, s->c.members[i])) == NULL)
 			continue;
-		jparams[4] = distseq_client_int8_text(s->c.members[i]);
-		(void) distseq_client_do(peer, "SELECT %s.distseq_peer_join($1::pg_catalog.int8,"
-								 " $2::pg_catalog.int8, $3::pg_catalog.int8[], $4::pg_catalog.int8,"
-								 " $5::pg_catalog.int8)", 5, jparams, NULL);
+		(void) distseq_call_join(peer, &s->c, s->self, s->c.members[i], &ignored);
 	}
 	for (int i = 0; i < s->nmembers; i++)
 	{
 		DistseqPeer *peer;
-		DistseqRemoteResult *res;
 		char	   *error = NULL;
+		bool		took;
 
 		if (s->members[i] == s->self)
 			continue;
-		params[7] = distseq_client_int8_text(s->members[i]);
 		if ((peer = distseq_client_or_error(schema, s->members[i], &error)) != NULL &&
-			(res = distseq_client_exec(peer, "SELECT %s.distseq_peer_accept($1::pg_catalog.int8,"
-									   " $2::pg_catalog.int8, $3::pg_catalog.int8, $4::pg_catalog.int8,"
-									   " $5::pg_catalog.int8, $6::pg_catalog.int8,"
-									   " $7::pg_catalog.int8[], $8::pg_catalog.int8)",
-									   8, params, "b", 1, &error)) != NULL &&
-			distseq_remote_bool(res, 0, 0))
+			distseq_call_accept(peer, s->epoch, s->epoch_id, s->round, s->self, &s->c,
+								s->members[i], &took, &error) && took)
 			(*accepted)++;
 	}
 	if (*accepted < distseq_majority(s->nmembers))
@@ -292,23 +260,18 @@ settle_rounds(const char *schema, Settle *s, int *accepted)
 static char *
 settle_decide(const char *schema, Settle *s)
 {
-	Oid			types[6] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8ARRAYOID, INT8ARRAYOID};
-	Datum		values[6];
+	Oid			types[2] = {INT8OID, INT8OID};
+	Datum		values[2] = {Int64GetDatum(s->c.epoch), Int64GetDatum(s->c.epoch_id)};
+	Datum		members = distseq_int8_array(s->c.members, s->c.nmembers);
 
-	values[0] = Int64GetDatum(s->c.epoch);
-	values[1] = Int64GetDatum(s->c.epoch_id);
-	values[2] = Int64GetDatum(s->epoch);
-	values[3] = Int64GetDatum(s->epoch_id);
-	values[4] = distseq_int8_array(s->c.members, s->c.nmembers);
-	values[5] = distseq_int8_array(s->members, s->nmembers);
 	if (s->known)
 	{
 		Oid			ktypes[2] = {INT8OID, INT8OID};
 		Datum		kvalues[2] = {Int64GetDatum(s->round), Int64GetDatum(s->self)};
 
 		/* decided already: this node takes it, from where it is */
-		if (!distseq_member_accept(schema, s->epoch, s->epoch_id, s->round, s->self, s->c.epoch,
-						   s->c.epoch_id, values[4], s->self))
+		if (!distseq_member_accept(schema, s->epoch, s->epoch_id, s->round, s->self,
+								   s->c.epoch, s->c.epoch_id, members, s->self))
 		{
 			distseq_spi_exec(psprintf("SELECT 1 FROM %s.distseq_node WHERE pending"
 									  " AND epoch = $1 AND epoch_id = $2", schema),
@@ -320,15 +283,10 @@ settle_decide(const char *schema, Settle *s)
 								  " accepted_round = $1, accepted_node = $2", schema),
 						 2, ktypes, kvalues, SPI_OK_UPDATE);
 	}
-	else if (!distseq_member_accept(schema, s->epoch, s->epoch_id, s->round, s->self, s->c.epoch,
-							s->c.epoch_id, values[4], s->self))
+	else if (!distseq_member_accept(schema, s->epoch, s->epoch_id, s->round, s->self,
+									s->c.epoch, s->c.epoch_id, members, s->self))
 		return pstrdup("a higher ballot reached this node meanwhile");
-	/* a change not finished yet is superseded by this one */
-	distseq_member_changes_finished(schema);
-	distseq_spi_exec(psprintf("INSERT INTO %s.distseq_change (epoch, epoch_id, prev_epoch,"
-							  " prev_epoch_id, members, prev_members)"
-							  " VALUES ($1, $2, $3, $4, $5, $6)", schema),
-					 6, types, values, SPI_OK_INSERT);
+	distseq_member_record_change(schema, &s->c);
 	return NULL;
 }
 
@@ -456,15 +414,12 @@ distseq_settle_needed(const char *schema, DistseqNodeState *st)
 	for (int i = 0; i < st->nmembers; i++)
 	{
 		DistseqPeer *peer;
-		DistseqRemoteResult *res;
 		char	   *error = NULL;
+		int64		epoch;
 
-		if (st->members[i] == st->node_id ||
-			(peer = distseq_client_of(schema, st->members[i])) == NULL ||
-			(res = distseq_client_exec(peer, "SELECT epoch FROM %s.distseq_peer_state()",
-									   0, NULL, "l", 1, &error)) == NULL)
-			continue;
-		if (distseq_remote_int8(res, 0, 0) == st->epoch + 1)
+		if (st->members[i] != st->node_id &&
+			(peer = distseq_client_of(schema, st->members[i])) != NULL &&
+			distseq_call_epoch(peer, &epoch, &error) && epoch == st->epoch + 1)
 			return true;
 	}
 	return false;
