@@ -199,47 +199,6 @@ distseq_client_or_error(const char *schema, int64 node_id, char **error)
 	return peer;
 }
 
-/*
- * Run "sql" (%s stands for the peer's schema) on a peer, in a
- * subtransaction, and return its answer checked as distseq_remote_query()
- * does; NULL, with the message in *error, on failure or a bad answer.
- */
-typedef struct LegacyCall
-{
-	DistseqPeer *peer;
-	const char *sql;
-	int			nparams;
-	const char **params;
-	const char *columns;		/* NULL: the answer does not matter */
-	int			nrows;
-	DistseqRemoteResult *res;
-} LegacyCall;
-
-static void
-legacy_call(void *arg)
-{
-	LegacyCall *c = arg;
-	RemoteConn *rc = distseq_client_connect(c->peer);
-	char	   *sql = psprintf(c->sql, distseq_remote_schema(rc));
-
-	if (c->columns)
-		c->res = distseq_remote_query(rc, sql, c->nparams, c->params, c->columns,
-									  c->nrows);
-	else
-		distseq_remote_command(rc, sql, c->nparams, c->params);
-}
-
-DistseqRemoteResult *
-distseq_client_exec(DistseqPeer *peer, const char *sql, int nparams, const char **params,
-					const char *columns, int nrows, char **error)
-{
-	LegacyCall	c = {peer, sql, nparams, params, columns, nrows, NULL};
-
-	if (!distseq_remote_try(legacy_call, &c, error))
-		return NULL;
-	return c.res;
-}
-
 /* ---- the steps of a membership change (peer.c answers them) ---- */
 
 /* Phase one on a fresh node that joins the change "c" */
@@ -408,4 +367,164 @@ distseq_call_candidate(DistseqPeer *peer, DistseqNodeState *st, bool *has_window
 	st->members = (int64 *) distseq_remote_int8s(call.res, 0, 2, &st->nmembers);
 	st->pending = distseq_remote_bool(call.res, 0, 3);
 	*has_windows = distseq_remote_bool(call.res, 0, 4);
+}
+
+/* ---- the agent's calls (agent.c) ---- */
+
+static char *
+view_sql(const char *schema)
+{
+	/* "pending" through jsonb: not in version 1.3's row */
+	return psprintf("SELECT s.sequence_name IS NOT NULL, n.epoch, n.epoch_id, n.members,"
+					" (pg_catalog.to_jsonb(n) OPERATOR(pg_catalog.->>) 'pending')::pg_catalog.bool"
+					" FROM %s.distseq_peer_state() n"
+					" LEFT JOIN %s.distseq_peer_sequences() s"
+					" ON s.sequence_name OPERATOR(pg_catalog.=) $1::pg_catalog.text",
+					schema, schema);
+}
+
+/* A member's membership, and whether it has sequence "name" */
+bool
+distseq_call_view(DistseqPeer *peer, const char *name, DistseqMemberView *v, char **error)
+{
+	const char *params[1] = {name};
+	ClientCall	call = {peer, NULL, NULL, "t", params, "bllab?", 1, view_sql};
+
+	if (!client_run(&call, error))
+		return false;
+	v->has_sequence = distseq_remote_bool(call.res, 0, 0);
+	v->epoch = distseq_remote_int8(call.res, 0, 1);
+	v->epoch_id = distseq_remote_int8(call.res, 0, 2);
+	v->members = distseq_remote_int8s(call.res, 0, 3, &v->nmembers);
+	v->active = !distseq_remote_isnull(call.res, 0, 4) && !distseq_remote_bool(call.res, 0, 4);
+	return true;
+}
+
+/* A member's high-water mark of sequence "name" (its seed without it) */
+bool
+distseq_call_hwm(DistseqPeer *peer, const char *name, bool *has_hwm, int64 *hwm,
+				 char **error)
+{
+	const char *params[1] = {name};
+	ClientCall	call = {peer, "hwm", "distseq_peer_hwm", "t", params, "l?", 1};
+
+	if (!client_run(&call, error))
+		return false;
+	*has_hwm = !distseq_remote_isnull(call.res, 0, 0);
+	if (*has_hwm)
+		*hwm = distseq_remote_int8(call.res, 0, 0);
+	return true;
+}
+
+/* Introduce sequence "name" on a member, seeded with mark "top" */
+bool
+distseq_call_create(DistseqPeer *peer, const char *name, int32 block_size, int64 window_size,
+					int64 start_value, int64 max_value, int32 min_open, int64 top,
+					char **error)
+{
+	const char *params[7] = {name, psprintf("%d", block_size), int8_param(window_size),
+		int8_param(start_value), int8_param(max_value), psprintf("%d", min_open),
+	int8_param(top)};
+	ClientCall	call = {peer, NULL, "distseq_peer_create", "tilllil", params, "b", 1};
+
+	return client_run(&call, error);
+}
+
+/* Raise a member's mark of "name" from at most "expected" to "new_hwm" */
+bool
+distseq_call_cas(DistseqPeer *peer, const char *name, int64 epoch, int64 epoch_id,
+				 int64 expected, int64 new_hwm, bool *won, char **error)
+{
+	const char *params[5] = {name, int8_param(epoch), int8_param(epoch_id),
+	int8_param(expected), int8_param(new_hwm)};
+	ClientCall	call = {peer, NULL, "distseq_peer_cas", "tllll", params, "b", 1};
+
+	if (!client_run(&call, error))
+		return false;
+	*won = distseq_remote_bool(call.res, 0, 0);
+	return true;
+}
+
+/* ---- distseq_setval() and distseq_alter() on a member (redefine.c) ---- */
+
+static bool
+redefine_top(ClientCall *call, bool *has_top, int64 *top, char **error)
+{
+	if (!client_run(call, error))
+		return false;
+	*has_top = !distseq_remote_isnull(call->res, 0, 0);
+	if (*has_top)
+		*top = distseq_remote_int8(call->res, 0, 0);
+	return true;
+}
+
+/* How far a member reserved "name", and with "apply", the floor set first */
+bool
+distseq_call_setval(DistseqPeer *peer, const char *name, int64 value, bool apply,
+					bool *has_top, int64 *top, char **error)
+{
+	const char *params[3] = {name, int8_param(value), apply ? "true" : "false"};
+	ClientCall	call = {peer, NULL, "distseq_peer_setval", "tlb", params, "l?", 1};
+
+	return redefine_top(&call, has_top, top, error);
+}
+
+/* The same for new parameters of "name" */
+bool
+distseq_call_alter(DistseqPeer *peer, const char *name, int32 block_size, int64 window_size,
+				   int64 max_value, int32 min_open, bool apply, bool *has_top, int64 *top,
+				   char **error)
+{
+	const char *params[6] = {name, psprintf("%d", block_size), int8_param(window_size),
+	int8_param(max_value), psprintf("%d", min_open), apply ? "true" : "false"};
+	ClientCall	call = {peer, NULL, "distseq_peer_alter", "tllllb", params, "l?", 1};
+
+	return redefine_top(&call, has_top, top, error);
+}
+
+/* ---- distseq_peers (group.c) ---- */
+
+static char *
+probe_sql(const char *schema)
+{
+	/* from 1.5 on, not through the view: see distseq_peer_runway() */
+	if (strcmp(schema, "distseq") == 0)
+		return psprintf("SELECT n.epoch, pg_catalog.array_length(n.members, 1),"
+						" r.open_windows, r.runway_seconds, n.pending"
+						" FROM %s.distseq_peer_state() n,"
+						" %s.distseq_peer_runway() r", schema, schema);
+	return psprintf("SELECT n.epoch, pg_catalog.array_length(n.members, 1),"
+					" (SELECT pg_catalog.sum(open_windows) FROM %s.distseq_status),"
+					" (SELECT pg_catalog.min(runway_seconds) FROM %s.distseq_status),"
+					" (pg_catalog.to_jsonb(n) OPERATOR(pg_catalog.->>) 'pending')::pg_catalog.bool"
+					" FROM %s.distseq_peer_state() n", schema, schema, schema);
+}
+
+/* Read in the call: a runway that numeric_in refuses is the call's failure */
+static void
+probe_read(const DistseqRemoteResult *res, void *out)
+{
+	DistseqProbe *p = out;
+
+	p->epoch = distseq_remote_int8(res, 0, 0);
+	p->members = distseq_remote_isnull(res, 0, 1) ? 0 :
+		(int32) distseq_remote_int8(res, 0, 1);
+	p->has_windows = !distseq_remote_isnull(res, 0, 2);
+	if (p->has_windows)
+		p->open_windows = distseq_remote_int8(res, 0, 2);
+	p->runway = distseq_remote_isnull(res, 0, 3) ? (Datum) 0 :
+		DirectFunctionCall3(numeric_in, CStringGetDatum(distseq_remote_text(res, 0, 3)),
+							ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
+	p->has_pending = !distseq_remote_isnull(res, 0, 4);
+	if (p->has_pending)
+		p->pending = distseq_remote_bool(res, 0, 4);
+}
+
+/* How a peer is doing, for distseq_peers */
+bool
+distseq_call_probe(DistseqPeer *peer, DistseqProbe *p, char **error)
+{
+	ClientCall	call = {peer, NULL, NULL, "", NULL, "li?l?n?b?", 1, probe_sql, probe_read, p};
+
+	return client_run(&call, error);
 }

@@ -505,12 +505,6 @@ typedef struct DistseqPeer
 
 extern DistseqPeer *distseq_client_of(const char *schema, int64 node_id);
 extern RemoteConn *distseq_client_connect(DistseqPeer *peer);
-extern DistseqRemoteResult *distseq_client_exec(DistseqPeer *peer, const char *sql,
-											   int nparams, const char **params,
-											   const char *columns, int nrows,
-											   char **error);
-extern bool distseq_client_do(DistseqPeer *peer, const char *sql, int nparams,
-							  const char **params, char **error);
 extern DistseqPeer *distseq_client_or_error(const char *schema, int64 node_id,
 											char **error);
 
@@ -544,6 +538,47 @@ extern bool distseq_call_accept(DistseqPeer *peer, int64 epoch, int64 epoch_id,
 								int64 node_id, bool *accepted, char **error);
 extern void distseq_call_candidate(DistseqPeer *peer, DistseqNodeState *st,
 								   bool *has_windows);
+
+/* How a member sees the group, and whether it has a sequence */
+typedef struct DistseqMemberView
+{
+	bool		has_sequence;
+	int64		epoch;
+	int64		epoch_id;
+	int			nmembers;
+	const int64 *members;
+	bool		active;			/* said it is not pending (version 1.3 says nothing) */
+} DistseqMemberView;
+
+extern bool distseq_call_view(DistseqPeer *peer, const char *name, DistseqMemberView *v,
+							  char **error);
+extern bool distseq_call_hwm(DistseqPeer *peer, const char *name, bool *has_hwm,
+							 int64 *hwm, char **error);
+extern bool distseq_call_create(DistseqPeer *peer, const char *name, int32 block_size,
+								int64 window_size, int64 start_value, int64 max_value,
+								int32 min_open, int64 top, char **error);
+extern bool distseq_call_cas(DistseqPeer *peer, const char *name, int64 epoch,
+							 int64 epoch_id, int64 expected, int64 new_hwm, bool *won,
+							 char **error);
+extern bool distseq_call_setval(DistseqPeer *peer, const char *name, int64 value,
+								bool apply, bool *has_top, int64 *top, char **error);
+extern bool distseq_call_alter(DistseqPeer *peer, const char *name, int32 block_size,
+							   int64 window_size, int64 max_value, int32 min_open,
+							   bool apply, bool *has_top, int64 *top, char **error);
+
+/* How a peer is doing, for distseq_peers */
+typedef struct DistseqProbe
+{
+	int64		epoch;
+	int32		members;
+	bool		has_windows;	/* false when the peer has no sequence */
+	int64		open_windows;
+	Datum		runway;			/* numeric, or 0 for NULL */
+	bool		has_pending;	/* false from version 1.3 */
+	bool		pending;
+} DistseqProbe;
+
+extern bool distseq_call_probe(DistseqPeer *peer, DistseqProbe *p, char **error);
 
 /* src/settle.c */
 extern bool distseq_settle_needed(const char *schema, DistseqNodeState *st);

@@ -72,54 +72,6 @@ distseq_accept_promotion(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
-typedef struct PeerProbe
-{
-	DistseqPeer *peer;
-	int64		epoch;
-	int32		members;
-	bool		has_windows;	/* false when the peer has no sequence */
-	int64		open_windows;
-	Datum		runway;			/* numeric, or 0 for NULL */
-	bool		has_pending;	/* false from version 1.3 */
-	bool		pending;
-} PeerProbe;
-
-static void
-peer_probe(void *arg)
-{
-	PeerProbe  *p = arg;
-	RemoteConn *rc = distseq_client_connect(p->peer);
-	const char *schema = distseq_remote_schema(rc);
-	DistseqRemoteResult *res;
-
-	/* from 1.5 on, not through the view: see distseq_peer_runway() */
-	res = distseq_remote_query(rc,
-							   psprintf(strcmp(schema, "distseq") == 0 ?
-										"SELECT n.epoch, pg_catalog.array_length(n.members, 1),"
-										" r.open_windows, r.runway_seconds, n.pending"
-										" FROM %1$s.distseq_peer_state() n,"
-										" %1$s.distseq_peer_runway() r" :
-										"SELECT n.epoch, pg_catalog.array_length(n.members, 1),"
-										" (SELECT pg_catalog.sum(open_windows) FROM %1$s.distseq_status),"
-										" (SELECT pg_catalog.min(runway_seconds) FROM %1$s.distseq_status),"
-										" (pg_catalog.to_jsonb(n) OPERATOR(pg_catalog.->>) 'pending')::pg_catalog.bool"
-										" FROM %1$s.distseq_peer_state() n",
-										schema),
-							   0, NULL, "li?l?n?b?", 1);
-	p->epoch = distseq_remote_int8(res, 0, 0);
-	p->members = distseq_remote_isnull(res, 0, 1) ? 0 :
-		(int32) distseq_remote_int8(res, 0, 1);
-	p->has_windows = !distseq_remote_isnull(res, 0, 2);
-	if (p->has_windows)
-		p->open_windows = distseq_remote_int8(res, 0, 2);
-	p->runway = distseq_remote_isnull(res, 0, 3) ? (Datum) 0 :
-		DirectFunctionCall3(numeric_in, CStringGetDatum(distseq_remote_text(res, 0, 3)),
-							ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
-	p->has_pending = !distseq_remote_isnull(res, 0, 4);
-	if (p->has_pending)
-		p->pending = distseq_remote_bool(res, 0, 4);
-}
-
 PG_FUNCTION_INFO_V1(distseq_peer_status);
 
 /* One row per registered peer: can we reach it, and how does it see us */
@@ -168,11 +120,11 @@ distseq_peer_status(PG_FUNCTION_ARGS)
 		values[1] = Int64GetDatum(peers[i].node_id);
 		nulls[3] = nulls[4] = nulls[5] = nulls[6] = nulls[7] = nulls[8] = true;
 		{
-			PeerProbe	probe = {&peers[i]};
+			DistseqProbe probe = {0};
 			char	   *error = NULL;
 
 			if (peers[i].serverid != InvalidOid &&
-				distseq_remote_try(peer_probe, &probe, &error))
+				distseq_call_probe(&peers[i], &probe, &error))
 			{
 				values[2] = BoolGetDatum(true);
 				values[4] = Int64GetDatum(probe.epoch);

@@ -393,43 +393,20 @@ typedef struct SetvalMember
 static bool
 change_ask(SetvalMember *m, const char *name, const SeqChange *c, bool apply)
 {
-	DistseqRemoteResult *res;
-	const char *params[6];
-
 	if (m->peer == NULL)
 		return false;
-	params[0] = name;
 	if (c->alter)
-	{
-		params[1] = psprintf("%d", c->block_size);
-		params[2] = psprintf(INT64_FORMAT, c->window_size);
-		params[3] = psprintf(INT64_FORMAT, c->max_value);
-		params[4] = psprintf("%d", c->min_open);
-		params[5] = apply ? "true" : "false";
-		res = distseq_client_exec(m->peer,
-								  "SELECT %s.distseq_peer_alter($1::pg_catalog.text,"
-								  " $2::pg_catalog.int8, $3::pg_catalog.int8, $4::pg_catalog.int8,"
-								  " $5::pg_catalog.int8, $6::pg_catalog.bool)",
-								  6, params, "l?", 1, &m->error);
-	}
+		m->answered = distseq_call_alter(m->peer, name, c->block_size, c->window_size,
+										 c->max_value, c->min_open, apply, &m->has_top,
+										 &m->top, &m->error);
 	else
-	{
-		params[1] = psprintf(INT64_FORMAT, c->value);
-		params[2] = apply ? "true" : "false";
-		res = distseq_client_exec(m->peer,
-								  "SELECT %s.distseq_peer_setval($1::pg_catalog.text,"
-								  " $2::pg_catalog.int8, $3::pg_catalog.bool)",
-								  3, params, "l?", 1, &m->error);
-	}
-	m->answered = res != NULL;
-	if (res == NULL)
+		m->answered = distseq_call_setval(m->peer, name, c->value, apply, &m->has_top,
+										  &m->top, &m->error);
+	if (!m->answered)
 	{
 		m->error = distseq_clean_text(m->error, SETVAL_MEMBER_ERROR_SIZE);
 		return false;
 	}
-	m->has_top = !distseq_remote_isnull(res, 0, 0);
-	if (m->has_top)
-		m->top = distseq_remote_int8(res, 0, 0);
 	return true;
 }
 
