@@ -360,20 +360,20 @@ distseq_member_move(const char *schema, int64 epoch, int64 epoch_id, int64 new_e
 					 7, types, values, SPI_OK_SELECT);
 	if (SPI_processed == 1)
 		return;
-	distseq_spi_exec(psprintf("UPDATE %1$s.distseq_node n SET epoch = $3, epoch_id = $4,"
+	distseq_spi_exec(psprintf("UPDATE %s.distseq_node n SET epoch = $3, epoch_id = $4,"
 							  " members = $5, pending = true, proposer = $6, prev_epoch = epoch,"
-							  " prev_epoch_id = epoch_id, prev_members = members%3$s"
-							  " WHERE n.node_id = $7 AND %2$s",
+							  " prev_epoch_id = epoch_id, prev_members = members%s"
+							  " WHERE n.node_id = $7 AND %s",
 							  schema,
+							  !settle ? "" : join ?
+							  ", promised_round = 0, promised_node = 0, accepted_round = 0, accepted_node = 0" :
+							  ", accepted_round = 0, accepted_node = 0",
 							  join ?
 							  "NOT n.pending AND ((n.epoch = 0 AND n.members = ARRAY[n.node_id]"
 							  " AND NOT n.made_windows) OR (n.epoch > 0 AND n.node_id <> ALL (n.members)))" :
 							  settle ?
 							  "n.epoch = $1 AND n.epoch_id = $2 AND NOT n.pending AND n.promised_round = 0" :
-							  "n.epoch = $1 AND n.epoch_id = $2 AND NOT n.pending",
-							  !settle ? "" : join ?
-							  ", promised_round = 0, promised_node = 0, accepted_round = 0, accepted_node = 0" :
-							  ", accepted_round = 0, accepted_node = 0"),
+							  "n.epoch = $1 AND n.epoch_id = $2 AND NOT n.pending"),
 					 7, types, values, SPI_OK_UPDATE);
 	if (SPI_processed != 1 && join)
 		ereport(ERROR,
@@ -611,9 +611,9 @@ distseq_member_accept(const char *schema, int64 epoch, int64 epoch_id, int64 rou
 void
 distseq_member_changes_finished(const char *schema)
 {
-	distseq_spi_exec(psprintf("DELETE FROM %1$s.distseq_peer p USING %1$s.distseq_change c"
+	distseq_spi_exec(psprintf("DELETE FROM %s.distseq_peer p USING %s.distseq_change c"
 							  " WHERE NOT c.finished AND p.node_id = ANY (c.prev_members)"
-							  "   AND p.node_id <> ALL (c.members)", schema),
+							  "   AND p.node_id <> ALL (c.members)", schema, schema),
 					 0, NULL, NULL, SPI_OK_DELETE);
 	distseq_spi_exec(psprintf("UPDATE %s.distseq_change SET finished = true", schema),
 					 0, NULL, NULL, SPI_OK_UPDATE);

@@ -338,11 +338,11 @@ distseq_peer_activate(PG_FUNCTION_ARGS)
 	distseq_spi_connect();
 	schema = distseq_catalog_schema();
 	/* before the node row is changed: it says who were members */
-	distseq_spi_exec(psprintf("DELETE FROM %1$s.distseq_peer p USING %1$s.distseq_node n"
+	distseq_spi_exec(psprintf("DELETE FROM %s.distseq_peer p USING %s.distseq_node n"
 							  " WHERE n.node_id = $1 AND p.node_id <> n.node_id"
 							  "   AND (p.node_id = ANY (n.members)"
 							  "        OR p.node_id = ANY (COALESCE(n.prev_members, '{}')))"
-							  "   AND p.node_id <> ALL ($2)", schema),
+							  "   AND p.node_id <> ALL ($2)", schema, schema),
 					 2, types, values, SPI_OK_DELETE);
 	/* an error here (not this node, not its group) undoes the delete too */
 	distseq_member_activate(schema, args);
