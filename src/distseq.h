@@ -584,6 +584,9 @@ extern bool distseq_call_probe(DistseqPeer *peer, DistseqProbe *p, char **error)
 extern bool distseq_settle_needed(const char *schema, DistseqNodeState *st);
 extern char *distseq_settle_run(MemoryContext cxt);
 
+/* src/redefine.c */
+extern Datum distseq_redefine_peer(FunctionCallInfo fcinfo, bool alter);
+
 /* src/agent.c */
 typedef struct DistseqAgentResult
 {

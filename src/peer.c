@@ -4,11 +4,12 @@
  *	  Every function a peer calls on this node (the callee side of the
  *	  multi-node protocol): its state and marks for the agent (agent.c),
  *	  the steps of a membership change for a proposer or a settler
- *	  (change.c, settle.c), and the sequences a peer introduces.  The
- *	  prefix distseq_peer_ means this: called by a peer, over a connection
- *	  of remote.c, never by this node itself.  distseq_peer_reserve
- *	  (catalog.c) and distseq_peer_setval/distseq_peer_alter (redefine.c)
- *	  are peers' too, kept with the code they share with the local call.
+ *	  (change.c, settle.c), the sequences a peer introduces, and a member's
+ *	  part of distseq_setval() and distseq_alter() (whose work is
+ *	  redefine.c's, shared with the local call).  The prefix distseq_peer_
+ *	  means this: called by a peer, over a connection of remote.c, never by
+ *	  this node itself.  distseq_peer_reserve (catalog.c) is a peer's too,
+ *	  kept with the window allocator it shares with local refills.
  *
  * Functions peers call run with the extension owner's rights, each in its
  * own transaction on the callee, committed synchronously.  Each connects
@@ -423,4 +424,22 @@ distseq_peer_adopt(PG_FUNCTION_ARGS)
 {
 	distseq_member_check_changes();
 	PG_RETURN_VOID();
+}
+
+PG_FUNCTION_INFO_V1(distseq_peer_setval);
+
+/* A member's part of distseq_setval(), in redefine.c with the rest of it */
+Datum
+distseq_peer_setval(PG_FUNCTION_ARGS)
+{
+	return distseq_redefine_peer(fcinfo, false);
+}
+
+PG_FUNCTION_INFO_V1(distseq_peer_alter);
+
+/* A member's part of distseq_alter(), in redefine.c with the rest of it */
+Datum
+distseq_peer_alter(PG_FUNCTION_ARGS)
+{
+	return distseq_redefine_peer(fcinfo, true);
 }

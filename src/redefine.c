@@ -5,8 +5,9 @@
  *	  its group: distseq_setval() moves it forward, so that no server hands
  *	  out a value at or below a given one from then on; distseq_alter()
  *	  changes its block_size, window_size, max_value or min_open_windows, as
- *	  ALTER SEQUENCE does; distseq_peer_setval() and distseq_peer_alter() are
- *	  the parts a member runs for them.
+ *	  ALTER SEQUENCE does; distseq_redefine_peer() is the part a member runs
+ *	  for them, called by distseq_peer_setval() and distseq_peer_alter()
+ *	  (peer.c).
  *
  * On each server a change is made in one transaction, like a drop followed
  * by a create that keeps the relation:
@@ -734,24 +735,24 @@ change_peer(FunctionCallInfo fcinfo, const char *name, const SeqChange *c,
 	PG_RETURN_INT64(s.reserved_top);
 }
 
-PG_FUNCTION_INFO_V1(distseq_peer_setval);
-
+/*
+ * distseq_peer_setval() and distseq_peer_alter() (peer.c), with their
+ * arguments: the parts of distseq_setval() and distseq_alter() a member
+ * runs.
+ */
 Datum
-distseq_peer_setval(PG_FUNCTION_ARGS)
+distseq_redefine_peer(FunctionCallInfo fcinfo, bool alter)
 {
-	SeqChange	c = {.fn = "distseq_peer_setval()", .value = PG_GETARG_INT64(1)};
+	SeqChange	c = {.fn = "distseq_peer_setval()"};
 
-	return change_peer(fcinfo, text_to_cstring(PG_GETARG_TEXT_PP(0)), &c,
-					   PG_GETARG_BOOL(2));
-}
-
-PG_FUNCTION_INFO_V1(distseq_peer_alter);
-
-Datum
-distseq_peer_alter(PG_FUNCTION_ARGS)
-{
-	SeqChange	c = {.fn = "distseq_peer_alter()", .alter = true};
-
+	if (!alter)
+	{
+		c.value = PG_GETARG_INT64(1);
+		return change_peer(fcinfo, text_to_cstring(PG_GETARG_TEXT_PP(0)), &c,
+						   PG_GETARG_BOOL(2));
+	}
+	c.fn = "distseq_peer_alter()";
+	c.alter = true;
 	c.block_size = (int32) alter_arg(fcinfo, 1, "block_size", PG_INT32_MAX, 0);
 	c.window_size = alter_arg(fcinfo, 2, "window_size", PG_INT64_MAX, 0);
 	c.max_value = PG_GETARG_INT64(3);
