@@ -72,6 +72,44 @@ distseq_accept_promotion(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
+/* A row of distseq_peers: the peer, and how it answered or why it did not */
+static void
+status_row(DistseqPeer *peer, Datum *values, bool *nulls)
+{
+	DistseqProbe probe = {0};
+	char	   *error = NULL;
+
+	values[0] = CStringGetDatum(peer->name);
+	values[1] = Int64GetDatum(peer->node_id);
+	nulls[3] = nulls[4] = nulls[5] = nulls[6] = nulls[7] = nulls[8] = true;
+	if (peer->serverid == InvalidOid || !distseq_call_probe(peer, &probe, &error))
+	{
+		values[2] = BoolGetDatum(false);
+		values[3] = CStringGetTextDatum(error ? error : "no foreign server of that name");
+		nulls[3] = false;
+		return;
+	}
+	values[2] = BoolGetDatum(true);
+	values[4] = Int64GetDatum(probe.epoch);
+	values[5] = Int32GetDatum(probe.members);
+	nulls[4] = nulls[5] = false;
+	if (probe.has_windows)
+	{
+		values[6] = Int64GetDatum(probe.open_windows);
+		nulls[6] = false;
+	}
+	if (probe.runway)
+	{
+		values[7] = probe.runway;
+		nulls[7] = false;
+	}
+	if (probe.has_pending)
+	{
+		values[8] = BoolGetDatum(probe.pending);
+		nulls[8] = false;
+	}
+}
+
 PG_FUNCTION_INFO_V1(distseq_peer_status);
 
 /* One row per registered peer: can we reach it, and how does it see us */
@@ -116,43 +154,7 @@ distseq_peer_status(PG_FUNCTION_ARGS)
 		Datum		values[9];
 		bool		nulls[9] = {0};
 
-		values[0] = CStringGetDatum(peers[i].name);
-		values[1] = Int64GetDatum(peers[i].node_id);
-		nulls[3] = nulls[4] = nulls[5] = nulls[6] = nulls[7] = nulls[8] = true;
-		{
-			DistseqProbe probe = {0};
-			char	   *error = NULL;
-
-			if (peers[i].serverid != InvalidOid &&
-				distseq_call_probe(&peers[i], &probe, &error))
-			{
-				values[2] = BoolGetDatum(true);
-				values[4] = Int64GetDatum(probe.epoch);
-				values[5] = Int32GetDatum(probe.members);
-				nulls[4] = nulls[5] = false;
-				if (probe.has_windows)
-				{
-					values[6] = Int64GetDatum(probe.open_windows);
-					nulls[6] = false;
-				}
-				if (probe.runway)
-				{
-					values[7] = probe.runway;
-					nulls[7] = false;
-				}
-				if (probe.has_pending)
-				{
-					values[8] = BoolGetDatum(probe.pending);
-					nulls[8] = false;
-				}
-			}
-			else
-			{
-				values[2] = BoolGetDatum(false);
-				values[3] = CStringGetTextDatum(error ? error : "no foreign server of that name");
-				nulls[3] = false;
-			}
-		}
+		status_row(&peers[i], values, nulls);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	distseq_unpin_search_path(search_path_level);

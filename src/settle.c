@@ -291,6 +291,60 @@ settle_decide(const char *schema, Settle *s)
 }
 
 /*
+ * The instance this node settles, and its own promise, committed: once it
+ * made its promise known, it must keep it.  Returns NULL, or (in s->cxt)
+ * why it cannot settle.
+ */
+static char *
+settle_begin(Settle *s, const char **schema_out)
+{
+	const char *schema;
+	DistseqNodeState st;
+	DistseqPromise own;
+	bool		isnull;
+	char	   *problem = NULL;
+
+	distseq_xact_begin();
+	distseq_spi_connect();
+	schema = distseq_catalog_schema();
+	*schema_out = schema;
+	distseq_node_state(schema, &st);
+	s->self = st.node_id;
+	distseq_spi_exec(psprintf("SELECT COALESCE(prev_epoch, 0), COALESCE(prev_epoch_id, 0),"
+							  " COALESCE(prev_members, '{}'), promised_round FROM %s.distseq_node",
+							  schema), 0, NULL, NULL, SPI_OK_SELECT);
+	s->round = distseq_spi_int8(0, 4) + 1;
+	if (st.pending)
+	{
+		int64	   *m;
+
+		s->epoch = distseq_spi_int8(0, 1);
+		s->epoch_id = distseq_spi_int8(0, 2);
+		m = distseq_int8_values(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3,
+											  &isnull), &s->nmembers);
+		s->members = copy_ids(s->cxt, m, s->nmembers);
+	}
+	else
+	{
+		s->epoch = st.epoch;
+		s->epoch_id = st.epoch_id;
+		s->nmembers = st.nmembers;
+		s->members = copy_ids(s->cxt, st.members, st.nmembers);
+	}
+	if (s->epoch == 0 || !ids_have(s->members, s->nmembers, s->self))
+		problem = MemoryContextStrdup(s->cxt,
+									  "this node is no member of the membership it is in");
+	else
+	{
+		distseq_member_promise(schema, s->epoch, s->epoch_id, s->round, s->self, s->self, &own);
+		settle_tally(s, &own);
+	}
+	SPI_finish();
+	distseq_xact_commit();
+	return problem;
+}
+
+/*
  * Settle the change from the membership this node is in, or pending from.
  * In the worker, outside any transaction: this node's promise commits on
  * its own first (once it made its promise known, it must keep it), then the
@@ -301,52 +355,14 @@ char *
 distseq_settle_run(MemoryContext cxt)
 {
 	const char *schema;
-	DistseqNodeState st;
 	Settle		s;
-	DistseqPromise own;
-	bool		isnull;
-	char	   *problem = NULL;
+	char	   *problem;
 	int			accepted = 1;	/* this node, at the end */
 
 	memset(&s, 0, sizeof(s));
 	s.cxt = cxt;
-	distseq_xact_begin();
-	distseq_spi_connect();
-	schema = distseq_catalog_schema();
-	distseq_node_state(schema, &st);
-	s.self = st.node_id;
-	distseq_spi_exec(psprintf("SELECT COALESCE(prev_epoch, 0), COALESCE(prev_epoch_id, 0),"
-							  " COALESCE(prev_members, '{}'), promised_round FROM %s.distseq_node",
-							  schema), 0, NULL, NULL, SPI_OK_SELECT);
-	s.round = distseq_spi_int8(0, 4) + 1;
-	if (st.pending)
-	{
-		int64	   *m;
-
-		s.epoch = distseq_spi_int8(0, 1);
-		s.epoch_id = distseq_spi_int8(0, 2);
-		m = distseq_int8_values(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3,
-											  &isnull), &s.nmembers);
-		s.members = copy_ids(cxt, m, s.nmembers);
-	}
-	else
-	{
-		s.epoch = st.epoch;
-		s.epoch_id = st.epoch_id;
-		s.nmembers = st.nmembers;
-		s.members = copy_ids(cxt, st.members, st.nmembers);
-	}
-	if (s.epoch == 0 || !ids_have(s.members, s.nmembers, s.self))
-		problem = pstrdup("this node is no member of the membership it is in");
-	else
-	{
-		distseq_member_promise(schema, s.epoch, s.epoch_id, s.round, s.self, s.self, &own);
-		settle_tally(&s, &own);
-	}
-	SPI_finish();
-	distseq_xact_commit();
-	if (problem)
-		return MemoryContextStrdup(cxt, problem);
+	if ((problem = settle_begin(&s, &schema)) != NULL)
+		return problem;
 
 	distseq_xact_begin();
 	distseq_spi_connect();
