@@ -15,6 +15,8 @@ OBJS = \
 	src/status.o \
 	src/worker.o \
 	src/standby.o \
+	src/fdw.o \
+	src/answer.o \
 	src/remote.o \
 	src/member.o \
 	src/client.o \

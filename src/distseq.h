@@ -414,6 +414,12 @@ extern void distseq_remote_rest(Oid serverid, const char *error);
 extern void distseq_remote_wake_all(void);
 extern bool distseq_remote_unanswered(int sqlerrcode);
 
+/* src/answer.c (struct pg_result is libpq's PGresult) */
+struct pg_result;
+extern DistseqRemoteResult *distseq_remote_parse(const char *peer, struct pg_result *res,
+												 const char *sql, const char *columns,
+												 int nrows);
+
 /* src/member.c */
 typedef struct DistseqNodeState
 {
