@@ -139,6 +139,33 @@ remote_valid_numeric(const char *s)
 	return *p == '\0';
 }
 
+/* One value of type "type" (see RemoteValue) into *v; false if it is not one */
+static bool
+parse_value(char type, const char *text, RemoteValue *v)
+{
+	switch (type)
+	{
+		case 'b':
+			v->int8 = text[0] == 't';
+			return strcmp(text, "t") == 0 || strcmp(text, "f") == 0;
+		case 'i':
+			return remote_parse_int8(text, &v->int8) &&
+				v->int8 >= PG_INT32_MIN && v->int8 <= PG_INT32_MAX;
+		case 'l':
+			return remote_parse_int8(text, &v->int8);
+		case 'a':
+			return remote_parse_int8_array(text, &v->elems, &v->nelems);
+		case 'n':
+			v->text = pstrdup(text);
+			return remote_valid_numeric(v->text);
+		case 't':
+			v->text = pstrdup(text);
+			return true;
+	}
+	elog(ERROR, "distseq: unknown column type '%c'", type);
+	return false;				/* keep compiler quiet */
+}
+
 /*
  * Check the result of "sql" on peer "peer" against its description (see
  * RemoteValue) and parse it
@@ -180,7 +207,6 @@ distseq_remote_parse(const char *peer, PGresult *res, const char *sql, const cha
 			char		type = *p;
 			bool		nullable = p[1] == '?';
 			const char *text = PQgetvalue(res, row, col);
-			bool		ok;
 
 			if (nullable)
 				p++;
@@ -192,35 +218,7 @@ distseq_remote_parse(const char *peer, PGresult *res, const char *sql, const cha
 				v->isnull = true;
 				continue;
 			}
-			switch (type)
-			{
-				case 'b':
-					ok = strcmp(text, "t") == 0 || strcmp(text, "f") == 0;
-					v->int8 = text[0] == 't';
-					break;
-				case 'i':
-					ok = remote_parse_int8(text, &v->int8) &&
-						v->int8 >= PG_INT32_MIN && v->int8 <= PG_INT32_MAX;
-					break;
-				case 'l':
-					ok = remote_parse_int8(text, &v->int8);
-					break;
-				case 'a':
-					ok = remote_parse_int8_array(text, &v->elems, &v->nelems);
-					break;
-				case 'n':
-					ok = remote_valid_numeric(text);
-					v->text = pstrdup(text);
-					break;
-				case 't':
-					ok = true;
-					v->text = pstrdup(text);
-					break;
-				default:
-					elog(ERROR, "distseq: unknown column type '%c'", type);
-					ok = false;	/* keep compiler quiet */
-			}
-			if (!ok)
+			if (!parse_value(type, text, v))
 				remote_bad_answer(peer, sql,
 								  psprintf("column %d of row %d is not %s%s",
 										   col + 1, row + 1,
