@@ -320,8 +320,8 @@ PG_FUNCTION_INFO_V1(distseq_peer_activate);
  * On a member the proposer activates, the servers of the members the new
  * membership leaves out are forgotten with it (the proposer forgets them
  * once the change is finished, distseq_member_changes_finished), so that
- * distseq_peers does not list them for good.  Only those this node knew as members: a
- * server registered for any other node stays.
+ * distseq_peers does not list them for good.  Only those this node knew as
+ * members: a server registered for any other node stays.
  */
 Datum
 distseq_peer_activate(PG_FUNCTION_ARGS)

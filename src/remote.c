@@ -113,6 +113,8 @@ struct RemoteConn
 
 static HTAB *remote_conns = NULL;
 
+pg_noreturn static void remote_connect_failed(RemoteConn *rc);
+
 pg_noreturn static void remote_report(RemoteConn *rc, PGresult *res,
 									  const char *sql);
 
@@ -318,6 +320,22 @@ remote_plan(RemoteConn *rc, ForeignServer *server, UserMapping *um, Oid userid)
 				 errdetail("Non-superusers must give a password in the user mapping.")));
 }
 
+/*
+ * A connection that failed, with libpq's message: host, port and user,
+ * never the password
+ */
+static void
+remote_connect_failed(RemoteConn *rc)
+{
+	char	   *msg = remote_clean(PQerrorMessage(rc->conn));
+
+	remote_drop(rc);
+	ereport(ERROR,
+			(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+			 errmsg("could not connect to distseq peer \"%s\"", rc->name),
+			 errdetail_internal("%s", msg)));
+}
+
 static void
 remote_connect(RemoteConn *rc)
 {
@@ -341,16 +359,7 @@ remote_connect(RemoteConn *rc)
 		if (st == PGRES_POLLING_OK)
 			break;
 		if (st == PGRES_POLLING_FAILED)
-		{
-			/* libpq's message: host, port and user, never the password */
-			char	   *msg = remote_clean(PQerrorMessage(rc->conn));
-
-			remote_drop(rc);
-			ereport(ERROR,
-					(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
-					 errmsg("could not connect to distseq peer \"%s\"", rc->name),
-					 errdetail_internal("%s", msg)));
-		}
+			remote_connect_failed(rc);
 		events = (st == PGRES_POLLING_READING) ? WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE;
 		if (!remote_wait(rc, events, deadline))
 		{
@@ -373,15 +382,7 @@ remote_connect(RemoteConn *rc)
 	}
 	/* sending, and closing with its Terminate message, never waits then */
 	if (PQsetnonblocking(rc->conn, 1) != 0)
-	{
-		char	   *msg = remote_clean(PQerrorMessage(rc->conn));
-
-		remote_drop(rc);
-		ereport(ERROR,
-				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
-				 errmsg("could not connect to distseq peer \"%s\"", rc->name),
-				 errdetail_internal("%s", msg)));
-	}
+		remote_connect_failed(rc);
 }
 
 /*
