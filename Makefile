@@ -18,6 +18,7 @@ OBJS = \
 	src/fdw.o \
 	src/answer.o \
 	src/remote.o \
+	src/rest.o \
 	src/member.o \
 	src/client.o \
 	src/change.o \

@@ -409,10 +409,12 @@ extern const int64 *distseq_remote_int8s(const DistseqRemoteResult *r, int row, 
 extern const char *distseq_remote_schema(RemoteConn *rc);
 extern void distseq_remote_close_all(void);
 extern bool distseq_remote_try(void (*fn) (void *), void *arg, char **error);
+extern bool distseq_remote_unanswered(int sqlerrcode);
+
+/* src/rest.c */
 extern bool distseq_remote_resting(Oid serverid, const char **error);
 extern void distseq_remote_rest(Oid serverid, const char *error);
 extern void distseq_remote_wake_all(void);
-extern bool distseq_remote_unanswered(int sqlerrcode);
 
 /* src/answer.c (struct pg_result is libpq's PGresult) */
 struct pg_result;

@@ -30,8 +30,7 @@
  * remote refill), it serves the other refills of its database between
  * wake-ups (distseq_worker_serve_refills): one slow peer costs only the
  * sequence that waits on it.  Peers that did not answer rest for a while
- * (distseq_remote_rest) so that a hung one costs a timeout only now and
- * then.
+ * (rest.c) so that a hung one costs a timeout only now and then.
  *
  * Connections are kept per process, one per user mapping and local role
  * (the PUBLIC mapping serves many roles, and whether a role must use a
@@ -60,6 +59,10 @@
  * parameter: an overload that a role there created in distseq's schema
  * (untyped parameters would prefer one taking text) or an operator in
  * another schema never resolves in place of distseq's or PostgreSQL's.
+ *
+ * Over 700 lines, and one job: the life of a connection (plan, connect,
+ * run, report, check, close), every step of which reads and changes the
+ * same RemoteConn; split, each part would need the others' internals.
  *
  *-------------------------------------------------------------------------
  */
@@ -768,84 +771,6 @@ void
 distseq_remote_close_all(void)
 {
 	remote_close_all(0, (Datum) 0);
-}
-
-/*
- * Peers that did not answer are not tried again for a while: one that is
- * down or hung costs distseq.remote_timeout once every four agent
- * intervals (or remote timeouts, if longer), not at every step or refill.
- * Kept per process, per foreign server; distseq_maintain() tries every
- * peer afresh.  In TopMemoryContext.
- */
-typedef struct RemoteRest
-{
-	Oid			serverid;
-	TimestampTz retry_at;
-	char		error[80];		/* why it failed, cut short, or "" */
-} RemoteRest;
-
-#define REST_INTERVALS	4
-
-static List *resting = NIL;
-
-/* Is a server resting?  Then *error (if not NULL) says why, or is "" */
-bool
-distseq_remote_resting(Oid serverid, const char **error)
-{
-	ListCell   *lc;
-
-	foreach(lc, resting)
-	{
-		RemoteRest *r = lfirst(lc);
-
-		if (r->serverid == serverid && GetCurrentTimestamp() < r->retry_at)
-		{
-			if (error)
-				*error = r->error;
-			return true;
-		}
-	}
-	return false;
-}
-
-void
-distseq_remote_rest(Oid serverid, const char *error)
-{
-	TimestampTz retry_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-													   REST_INTERVALS *
-													   Max(distseq_agent_interval,
-														   distseq_remote_timeout));
-	ListCell   *lc;
-	RemoteRest *r = NULL;
-	MemoryContext oldcxt;
-
-	foreach(lc, resting)
-	{
-		r = lfirst(lc);
-		if (r->serverid == serverid)
-			break;
-		r = NULL;
-	}
-	if (r == NULL)
-	{
-		oldcxt = MemoryContextSwitchTo(TopMemoryContext);
-		r = palloc(sizeof(RemoteRest));
-		r->serverid = serverid;
-		resting = lappend(resting, r);
-		MemoryContextSwitchTo(oldcxt);
-	}
-	r->retry_at = retry_at;
-	r->error[0] = '\0';
-	if (error)
-		strlcpy(r->error, error, pg_mbcliplen(error, strlen(error), sizeof(r->error) - 1) + 1);
-}
-
-/* Forget every rest (a small list: one per server) */
-void
-distseq_remote_wake_all(void)
-{
-	list_free_deep(resting);
-	resting = NIL;
 }
 
 /*
