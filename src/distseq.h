@@ -516,15 +516,7 @@ extern RemoteConn *distseq_client_connect(DistseqPeer *peer);
 extern DistseqPeer *distseq_client_or_error(const char *schema, int64 node_id,
 											char **error);
 
-/* src/change.c */
-extern void distseq_change_resume(void);
-extern bool distseq_change_learn(const char *schema, DistseqNodeState *st, int64 epoch,
-								 int64 epoch_id, const int64 *members, int nmembers,
-								 int64 informant);
-extern char *distseq_change_run(char op, const char *server_name, Oid userid,
-								MemoryContext cxt);
-
-/* src/client.c: one function per call of a peer */
+/* one function per call of a peer */
 extern bool distseq_call_join(DistseqPeer *peer, const DistseqChange *c, int64 proposer,
 							  int64 node_id, char **error);
 extern bool distseq_call_move(DistseqPeer *peer, const DistseqChange *c, int64 proposer,
@@ -587,6 +579,14 @@ typedef struct DistseqProbe
 } DistseqProbe;
 
 extern bool distseq_call_probe(DistseqPeer *peer, DistseqProbe *p, char **error);
+
+/* src/change.c */
+extern void distseq_change_resume(void);
+extern bool distseq_change_learn(const char *schema, DistseqNodeState *st, int64 epoch,
+								 int64 epoch_id, const int64 *members, int nmembers,
+								 int64 informant);
+extern char *distseq_change_run(char op, const char *server_name, Oid userid,
+								MemoryContext cxt);
 
 /* src/settle.c */
 extern bool distseq_settle_needed(const char *schema, DistseqNodeState *st);
