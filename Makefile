@@ -20,11 +20,18 @@ OBJS = \
 	src/refill.o \
 	src/worker.o \
 	src/standby.o \
+	src/fdw.o \
+	src/answer.o \
 	src/remote.o \
+	src/rest.o \
 	src/member.o \
+	src/client.o \
 	src/change.o \
+	src/settle.o \
 	src/agent.o \
-	src/redefine.o
+	src/redefine.o \
+	src/peer.o \
+	src/group.o
 
 DATA = distseq--1.0.sql distseq--1.0--1.1.sql distseq--1.1--1.2.sql \
 	distseq--1.2--1.3.sql distseq--1.3--1.4.sql distseq--1.4--1.5.sql \

@@ -76,35 +76,36 @@ typedef struct AgentSeq
 
 static MemoryContext pass_cxt = NULL;
 
-/*
- * Run "sql" (with %s for the peer's schema) on a member, its answer checked
- * as distseq_remote_query() does; NULL on failure or a bad answer
- */
-static DistseqRemoteResult *
-member_exec(Member *m, const char *sql, int nparams, const char **params,
-			const char *columns)
+/* May a member be asked now: not once it failed, nor while it rests */
+static bool
+member_ready(Member *m)
 {
-	DistseqRemoteResult *res;
 	const char *why;
 
 	if (!m->reachable)
-		return NULL;
+		return false;
 	if (distseq_remote_resting(m->peer->serverid, &why))
 	{
 		m->reachable = false;
 		/* the reason it rests, for who wonders why it is not asked */
 		m->error = why[0] ? psprintf("%s (a moment ago)", why) :
 			psprintf("%s: did not answer a moment ago", m->peer->name);
-		return NULL;
+		return false;
 	}
-	if ((res = distseq_peer_exec(m->peer, sql, nparams, params, columns, 1,
-								 &m->error)) == NULL)
+	return true;
+}
+
+/* Whether a call to a member worked; one that failed rests it for a while */
+static bool
+member_answered(Member *m, bool ok)
+{
+	if (!ok)
 	{
 		m->error = distseq_clean_text(m->error, AGENT_MEMBER_ERROR_SIZE);
 		distseq_remote_rest(m->peer->serverid, m->error);
 		m->reachable = false;
 	}
-	return res;
+	return ok;
 }
 
 /* The members other than this node, with a connection where one works */
@@ -122,7 +123,7 @@ agent_members(const char *schema, DistseqNodeState *st, int *n)
 			continue;
 		m = &ms[k++];
 		m->node_id = st->members[i];
-		m->peer = distseq_peer_of(schema, m->node_id);
+		m->peer = distseq_client_of(schema, m->node_id);
 		m->reachable = m->peer != NULL;
 		if (m->peer == NULL)
 			m->error = psprintf("no server is registered here for node " INT64_FORMAT,
@@ -180,7 +181,6 @@ agent_read(const char *schema, AgentSeq *seq, DistseqNodeState *st,
 {
 	Oid			types[1] = {TEXTOID};
 	Datum		values[1] = {CStringGetTextDatum(seq->name)};
-	const char *params[1] = {seq->name};
 	int			read = 1;
 
 	distseq_spi_exec(psprintf("SELECT %s, s.generation FROM %s.distseq_sequences s"
@@ -193,23 +193,19 @@ agent_read(const char *schema, AgentSeq *seq, DistseqNodeState *st,
 	for (int i = 0; i < n; i++)
 	{
 		Member	   *m = &ms[i];
-		DistseqRemoteResult *res;
+		DistseqMemberView v;
+		bool		has_hwm;
 
 		m->in_epoch = false;
 		m->left_us = false;
-		/* "pending" through jsonb: not in version 1.3's row */
-		res = member_exec(m, "SELECT s.sequence_name IS NOT NULL, n.epoch, n.epoch_id, n.members,"
-						  " (pg_catalog.to_jsonb(n) OPERATOR(pg_catalog.->>) 'pending')::pg_catalog.bool"
-						  " FROM %1$s.distseq_peer_state() n"
-						  " LEFT JOIN %1$s.distseq_peer_sequences() s"
-						  " ON s.sequence_name OPERATOR(pg_catalog.=) $1::pg_catalog.text",
-						  1, params, "bllab?");
-		if (res == NULL)
+		if (!member_ready(m) ||
+			!member_answered(m, distseq_call_view(m->peer, seq->name, &v, &m->error)))
 			continue;
-		m->has_sequence = distseq_remote_bool(res, 0, 0);
-		m->epoch = distseq_remote_int8(res, 0, 1);
-		m->epoch_id = distseq_remote_int8(res, 0, 2);
-		m->members = distseq_remote_int8s(res, 0, 3, &m->nmembers);
+		m->has_sequence = v.has_sequence;
+		m->epoch = v.epoch;
+		m->epoch_id = v.epoch_id;
+		m->members = v.members;
+		m->nmembers = v.nmembers;
 		m->in_epoch = m->epoch == st->epoch && m->epoch_id == st->epoch_id;
 		if (!m->in_epoch)
 		{
@@ -217,23 +213,19 @@ agent_read(const char *schema, AgentSeq *seq, DistseqNodeState *st,
 
 			for (int j = 0; j < m->nmembers; j++)
 				has_us |= m->members[j] == st->node_id;
-			m->left_us = m->epoch > st->epoch && !has_us &&
-				!distseq_remote_isnull(res, 0, 4) && !distseq_remote_bool(res, 0, 4);
+			m->left_us = m->epoch > st->epoch && !has_us && v.active;
 			continue;
 		}
 		/* a member without the sequence answers with its seed, if any */
-		res = member_exec(m, "SELECT hwm FROM %s.distseq_peer_hwm($1::pg_catalog.text)",
-						  1, params, "l?");
-		if (res == NULL)
+		if (!member_ready(m) ||
+			!member_answered(m, distseq_call_hwm(m->peer, seq->name, &has_hwm, &m->hwm,
+												 &m->error)))
 		{
 			m->in_epoch = false;
 			continue;
 		}
-		if (!distseq_remote_isnull(res, 0, 0))
-		{
-			m->hwm = distseq_remote_int8(res, 0, 0);
+		if (has_hwm)
 			*top = Max(*top, m->hwm);
-		}
 		read++;
 	}
 	return read;
@@ -274,24 +266,14 @@ agent_introduce(AgentSeq *seq, Member *ms, int n, int64 top)
 	for (int i = 0; i < n; i++)
 	{
 		Member	   *m = &ms[i];
-		char		b[5][32];
-		const char *params[7];
 
 		if (!m->reachable || !m->in_epoch || m->has_sequence)
 			continue;
-		snprintf(b[0], 32, "%d", seq->block_size);
-		snprintf(b[1], 32, INT64_FORMAT, seq->window_size);
-		snprintf(b[2], 32, INT64_FORMAT, seq->start_value);
-		snprintf(b[3], 32, INT64_FORMAT, seq->max_value);
-		snprintf(b[4], 32, "%d", seq->min_open);
-		params[0] = seq->name;
-		for (int j = 0; j < 5; j++)
-			params[j + 1] = b[j];
-		params[6] = psprintf(INT64_FORMAT, top);
-		if (member_exec(m, "SELECT %s.distseq_peer_create($1::pg_catalog.text,"
-						" $2::pg_catalog.int4, $3::pg_catalog.int8, $4::pg_catalog.int8,"
-						" $5::pg_catalog.int8, $6::pg_catalog.int4, $7::pg_catalog.int8)",
-						7, params, "b"))
+		if (member_ready(m) &&
+			member_answered(m, distseq_call_create(m->peer, seq->name, seq->block_size,
+												   seq->window_size, seq->start_value,
+												   seq->max_value, seq->min_open, top,
+												   &m->error)))
 		{
 			m->has_sequence = true;
 			m->hwm = top;
@@ -322,8 +304,6 @@ agent_allocate(const char *schema, AgentSeq *seq, DistseqNodeState *st,
 	int64		size;
 	int			wins = 0;
 	int			read = agent_read(schema, seq, st, ms, n, &top, &gen);
-	char		b[4][32];
-	const char *params[5];
 
 	if (read < distseq_majority(st->nmembers))
 		no_majority(seq, st, read, ms, n);
@@ -332,24 +312,17 @@ agent_allocate(const char *schema, AgentSeq *seq, DistseqNodeState *st,
 	agent_introduce(seq, ms, n, top);
 
 	size = distseq_room(top, seq->max_value, seq->window_size);
-	snprintf(b[0], 32, INT64_FORMAT, st->epoch);
-	snprintf(b[1], 32, INT64_FORMAT, st->epoch_id);
-	snprintf(b[2], 32, INT64_FORMAT, top);
-	snprintf(b[3], 32, INT64_FORMAT, top + size);
-	params[0] = seq->name;
-	for (int j = 0; j < 4; j++)
-		params[j + 1] = b[j];
 	for (int i = 0; i < n; i++)
 	{
-		DistseqRemoteResult *res;
+		Member	   *m = &ms[i];
+		bool		won;
 
-		if (!ms[i].reachable || !ms[i].in_epoch || !ms[i].has_sequence)
+		if (!m->reachable || !m->in_epoch || !m->has_sequence)
 			continue;
-		res = member_exec(&ms[i], "SELECT %s.distseq_peer_cas($1::pg_catalog.text,"
-						  " $2::pg_catalog.int8, $3::pg_catalog.int8, $4::pg_catalog.int8,"
-						  " $5::pg_catalog.int8)",
-						  5, params, "b");
-		if (res && distseq_remote_bool(res, 0, 0))
+		if (member_ready(m) &&
+			member_answered(m, distseq_call_cas(m->peer, seq->name, st->epoch, st->epoch_id,
+												top, top + size, &won, &m->error)) &&
+			won)
 			wins++;
 	}
 	if (distseq_member_cas(schema, CStringGetTextDatum(seq->name), st->epoch,

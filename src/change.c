@@ -4,7 +4,8 @@
  *	  Changing the membership of a group of nodes: a fresh node joins, a
  *	  member leaves.  Two phases, run by the refill worker of the node that
  *	  proposes the change, and the recovery of a change that a crash or a
- *	  lost peer left half done.
+ *	  lost peer left half done.  This is the proposer's side: the step each
+ *	  node takes is member.c's, which peers reach through peer.c.
  *
  * A change moves the group from membership E0 to E1: the epoch number one
  * higher, with a random epoch_id so that two proposals never look alike.
@@ -36,10 +37,10 @@
  * every member of E1 is active, or a later change supersedes it.
  *
  * A change whose proposer is lost is settled by any member from 1.7
- * (change_settle): the changes from E0 are one instance of consensus, phase
- * one its round 0, and the member runs the two rounds of Paxos with a
- * ballot on a majority of E0, finishing the change that may have been
- * decided or abandoning them all for a no-op change.
+ * (settle.c): the changes from E0 are one instance of consensus, phase one
+ * its round 0, and the member runs the two rounds of Paxos with a ballot
+ * on a majority of E0, finishing the change that may have been decided or
+ * abandoning them all for a no-op change.
  *
  * A member that leaves takes no part in E1: it keeps serving its open
  * windows and never wins a window again (only it is left in E0).  One that
@@ -64,627 +65,6 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 
-typedef struct Change
-{
-	int64		epoch;
-	int64		epoch_id;
-	int64		prev_epoch;
-	int64		prev_epoch_id;
-	int			nmembers;
-	int64	   *members;
-	int			nprev;
-	int64	   *prev;
-} Change;
-
-typedef struct Mark
-{
-	char	   *name;
-	int64		hwm;
-} Mark;
-
-static char *
-int8_text(int64 v)
-{
-	return psprintf(INT64_FORMAT, v);
-}
-
-/* Serialize changes made here, and answers about them (distseq_peer_decided) */
-static void
-change_lock(const char *schema)
-{
-	distseq_spi_exec(psprintf("LOCK TABLE %s.distseq_change IN SHARE ROW EXCLUSIVE MODE", schema),
-					 0, NULL, NULL, SPI_OK_UTILITY);
-}
-
-/* Version 1.7 keeps ballots: any member can settle a change (change_settle) */
-static bool
-settle_catalog(void)
-{
-	return distseq_catalog_minor() >= 7;
-}
-
-static void
-check_minor(void)
-{
-	if (distseq_catalog_minor() < 4)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("membership changes need version 1.4 of extension \"distseq\""),
-				 errhint("Run ALTER EXTENSION distseq UPDATE on every node.")));
-}
-
-/* ---- what peers call ---- */
-
-/*
- * Phase one on this node: move from (epoch, epoch_id), active, to the new
- * membership, pending.  Taking the same step again is a no-op.  The update
- * of the node row waits for compare-and-sets in flight here (they hold a
- * share lock on it) and makes every later one fail.
- *
- * A node that joins ("join") moves instead from being fresh: alone, never
- * in a group, and never having made a window of a sequence the agent
- * keeps.  From then on it can no longer make one on its own (it has been in
- * a group, distseq_has_peers).  Making windows alone updates the node row
- * (distseq_note_windows): a join that waited for that row checks the flag
- * again when it goes on, which a check of distseq_windows would not do.
- * Or it moves from being out of the group it was in, not pending: every
- * window it ever won was won in a membership before the one that left it
- * out, so lies below the marks phase two gives it, and it can win no other
- * (distseq_not_member_error).  A member removed while it could not hear of
- * it is not out here until it has learned so (distseq_change_learn).
- */
-static void
-change_move(const char *schema, int64 epoch, int64 epoch_id, int64 new_epoch,
-			int64 new_epoch_id, Datum members, int64 proposer, int64 node_id, bool join)
-{
-	Oid			types[7] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8ARRAYOID, INT8OID,
-	INT8OID};
-	Datum		values[7];
-	bool		settle = settle_catalog();
-
-	distseq_node_verify(schema);
-	values[0] = Int64GetDatum(epoch);
-	values[1] = Int64GetDatum(epoch_id);
-	values[2] = Int64GetDatum(new_epoch);
-	values[3] = Int64GetDatum(new_epoch_id);
-	values[4] = members;
-	values[5] = Int64GetDatum(proposer);
-	values[6] = Int64GetDatum(node_id);
-
-	/*
-	 * The node must be the one the proposer means, not another installed at
-	 * its address; and a repeated step must have come from the same place.
-	 */
-	/*
-	 * From 1.7 this is round 0 of settling the change from E0 (see
-	 * change_settle): a node that promised a ballot takes no step of it.
-	 */
-	distseq_spi_exec(psprintf("SELECT 1 FROM %s.distseq_node"
-							  " WHERE node_id = $7 AND epoch = $3 AND epoch_id = $4 AND pending"
-							  "   AND proposer = $6 AND prev_epoch = $1 AND prev_epoch_id = $2%s",
-							  schema, settle ? " AND promised_round = 0" : ""),
-					 7, types, values, SPI_OK_SELECT);
-	if (SPI_processed == 1)
-		return;
-	distseq_spi_exec(psprintf("UPDATE %1$s.distseq_node n SET epoch = $3, epoch_id = $4,"
-							  " members = $5, pending = true, proposer = $6, prev_epoch = epoch,"
-							  " prev_epoch_id = epoch_id, prev_members = members%3$s"
-							  " WHERE n.node_id = $7 AND %2$s",
-							  schema,
-							  join ?
-							  "NOT n.pending AND ((n.epoch = 0 AND n.members = ARRAY[n.node_id]"
-							  " AND NOT n.made_windows) OR (n.epoch > 0 AND n.node_id <> ALL (n.members)))" :
-							  settle ?
-							  "n.epoch = $1 AND n.epoch_id = $2 AND NOT n.pending AND n.promised_round = 0" :
-							  "n.epoch = $1 AND n.epoch_id = $2 AND NOT n.pending",
-							  !settle ? "" : join ?
-							  ", promised_round = 0, promised_node = 0, accepted_round = 0, accepted_node = 0" :
-							  ", accepted_round = 0, accepted_node = 0"),
-					 7, types, values, SPI_OK_UPDATE);
-	if (SPI_processed != 1 && join)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("this distseq node cannot join: it is not fresh"),
-				 errdetail("A node joins only before it has peers or windows of its own, or once it knows it is no longer a member of its group, so that no value it issued can collide.")));
-	if (SPI_processed != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
-				 errmsg("distseq membership changed concurrently"),
-				 errhint("Look at distseq_peers on every node and try again.")));
-}
-
-PG_FUNCTION_INFO_V1(distseq_peer_epoch_cas);
-
-Datum
-distseq_peer_epoch_cas(PG_FUNCTION_ARGS)
-{
-	distseq_check_writable("distseq_peer_epoch_cas()");
-	if (PG_NARGS() != 7)
-		check_minor();
-	distseq_spi_connect();
-	change_move(distseq_catalog_schema(), PG_GETARG_INT64(0), PG_GETARG_INT64(1),
-				PG_GETARG_INT64(2), PG_GETARG_INT64(3), PG_GETARG_DATUM(4),
-				PG_GETARG_INT64(5), PG_GETARG_INT64(6), false);
-	SPI_finish();
-	PG_RETURN_VOID();
-}
-
-PG_FUNCTION_INFO_V1(distseq_peer_join);
-
-/* Phase one on a fresh node that joins */
-Datum
-distseq_peer_join(PG_FUNCTION_ARGS)
-{
-	distseq_check_writable("distseq_peer_join()");
-	distseq_spi_connect();
-	change_move(distseq_catalog_schema(), 0, 0, PG_GETARG_INT64(0), PG_GETARG_INT64(1),
-				PG_GETARG_DATUM(2), PG_GETARG_INT64(3), PG_GETARG_INT64(4), true);
-	SPI_finish();
-	PG_RETURN_VOID();
-}
-
-/* Go back from a pending membership whose change was not decided */
-static bool
-change_revert(const char *schema, int64 epoch, int64 epoch_id)
-{
-	Oid			types[2] = {INT8OID, INT8OID};
-	Datum		values[2] = {Int64GetDatum(epoch), Int64GetDatum(epoch_id)};
-
-	/* from 1.7, only a step of round 0: a change settling took on stays */
-	distseq_spi_exec(psprintf("UPDATE %s.distseq_node SET epoch = prev_epoch,"
-							  " epoch_id = prev_epoch_id, members = prev_members, pending = false,"
-							  " proposer = NULL, prev_epoch = NULL, prev_epoch_id = NULL,"
-							  " prev_members = NULL"
-							  " WHERE epoch = $1 AND epoch_id = $2 AND pending%s", schema,
-							  settle_catalog() ? " AND accepted_round = 0" : ""),
-					 2, types, values, SPI_OK_UPDATE);
-	return SPI_processed == 1;
-}
-
-PG_FUNCTION_INFO_V1(distseq_peer_revert);
-
-Datum
-distseq_peer_revert(PG_FUNCTION_ARGS)
-{
-	bool		reverted;
-
-	distseq_check_writable("distseq_peer_revert()");
-	distseq_spi_connect();
-	distseq_node_verify(distseq_catalog_schema());
-	reverted = change_revert(distseq_catalog_schema(), PG_GETARG_INT64(0),
-							 PG_GETARG_INT64(1));
-	SPI_finish();
-	PG_RETURN_BOOL(reverted);
-}
-
-PG_FUNCTION_INFO_V1(distseq_peer_decided);
-
-/*
- * Was a change proposed here decided?  The lock waits for a change in
- * flight: once it is free, a change not recorded never will be (a
- * proposal's epoch_id is never proposed twice).
- */
-Datum
-distseq_peer_decided(PG_FUNCTION_ARGS)
-{
-	const char *schema;
-	Oid			types[3] = {INT8OID, INT8OID, INT8OID};
-	Datum		values[3] = {PG_GETARG_DATUM(0), PG_GETARG_DATUM(1), PG_GETARG_DATUM(2)};
-	bool		decided;
-
-	distseq_check_writable("distseq_peer_decided()");
-	distseq_spi_connect();
-	schema = distseq_catalog_schema();
-	distseq_node_verify(schema);
-	/* only the proposer itself knows, not another node at its address */
-	distseq_spi_exec(psprintf("SELECT 1 FROM %s.distseq_node WHERE node_id = $3", schema),
-					 3, types, values, SPI_OK_SELECT);
-	if (SPI_processed != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("this distseq node is not node " INT64_FORMAT, PG_GETARG_INT64(2))));
-	/* whoever asks waits for phase two: make sure this node's worker runs */
-	distseq_worker_wake(MyDatabaseId);
-	change_lock(schema);
-	distseq_spi_exec(psprintf("SELECT 1 FROM %s.distseq_change WHERE epoch = $1 AND epoch_id = $2",
-							  schema), 3, types, values, SPI_OK_SELECT);
-	decided = SPI_processed == 1;
-	SPI_finish();
-	PG_RETURN_BOOL(decided);
-}
-
-/*
- * Every mark this node holds, with the seeds of sequences it does not
- * have, once it is in the given membership: no compare-and-set of the one
- * before can reach it then.  SPI connected; in the caller's memory.
- */
-static List *
-change_marks(const char *schema, int64 epoch, int64 epoch_id, MemoryContext cxt)
-{
-	Oid			types[2] = {INT8OID, INT8OID};
-	Datum		values[2] = {Int64GetDatum(epoch), Int64GetDatum(epoch_id)};
-	List	   *marks = NIL;
-
-	distseq_node_verify(schema);
-	distseq_spi_exec(psprintf("SELECT 1 FROM %s.distseq_node WHERE epoch = $1 AND epoch_id = $2"
-							  " FOR SHARE", schema), 2, types, values, SPI_OK_SELECT);
-	if (SPI_processed != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("this distseq node is not in membership " INT64_FORMAT " (" INT64_FORMAT ")",
-						epoch, epoch_id)));
-	distseq_spi_exec(psprintf("SELECT name, max(hwm) FROM"
-							  " (SELECT s.sequence_name, %s FROM %s.distseq_sequences s"
-							  "  UNION ALL SELECT sequence_name, hwm FROM %s.distseq_seed) m(name, hwm)"
-							  " GROUP BY name", distseq_hwm_expr(schema), schema, schema),
-					 0, NULL, NULL, SPI_OK_SELECT);
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		Mark	   *m = MemoryContextAlloc(cxt, sizeof(Mark));
-
-		m->name = MemoryContextStrdup(cxt, SPI_getvalue(SPI_tuptable->vals[i],
-														SPI_tuptable->tupdesc, 1));
-		m->hwm = distseq_spi_int8(i, 2);
-		marks = lappend(marks, m);
-	}
-	return marks;
-}
-
-PG_FUNCTION_INFO_V1(distseq_peer_marks);
-
-Datum
-distseq_peer_marks(PG_FUNCTION_ARGS)
-{
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	MemoryContext cxt = CurrentMemoryContext;
-	List	   *marks;
-	ListCell   *lc;
-
-	distseq_check_writable("distseq_peer_marks()");
-	InitMaterializedSRF(fcinfo, 0);
-	distseq_spi_connect();
-	marks = change_marks(distseq_catalog_schema(), PG_GETARG_INT64(0), PG_GETARG_INT64(1), cxt);
-	foreach(lc, marks)
-	{
-		Mark	   *m = lfirst(lc);
-		Datum		values[2];
-		bool		nulls[2] = {0};
-
-		values[0] = CStringGetTextDatum(m->name);
-		values[1] = Int64GetDatum(m->hwm);
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-	}
-	SPI_finish();
-	return (Datum) 0;
-}
-
-/*
- * Phase two on this node: raise the marks and take part in the new
- * membership.
- */
-static void
-change_activate(const char *schema, Datum *args)
-{
-	Oid			types[8] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8ARRAYOID,
-	TEXTARRAYOID, INT8ARRAYOID, INT8OID};
-
-	/*
-	 * Taken from the new membership, or from any older one of this group (a
-	 * member that missed phase one, or more than one change): every member
-	 * active in a membership holds marks above all windows won before it,
-	 * and those collected for this one lie above all windows won in the one
-	 * before.  Not from epoch 0, that of every node never in a group (a
-	 * joiner took the new membership in phase one).  And the node must be
-	 * the one the proposer knows, not another installed at its address.
-	 */
-	distseq_node_verify(schema);
-
-	/*
-	 * From 1.7 also from pending in another change from the membership
-	 * before: one settling abandoned, never decided as this one was.  In a
-	 * new membership, what it promised and took is of the instance before.
-	 */
-	distseq_spi_exec(psprintf("UPDATE %s.distseq_node n SET epoch = $1, epoch_id = $2, members = $5,"
-							  " pending = false, proposer = NULL, prev_epoch = NULL,"
-							  " prev_epoch_id = NULL, prev_members = NULL%s"
-							  " WHERE n.node_id = $8 AND"
-							  " ((n.epoch = $1 AND n.epoch_id = $2) OR (n.epoch > 0 AND n.epoch < $1)%s)",
-							  schema,
-							  !settle_catalog() ? "" :
-							  ", promised_round = CASE WHEN n.pending OR n.epoch <> $1 OR n.epoch_id <> $2"
-							  "   THEN 0 ELSE n.promised_round END,"
-							  " promised_node = CASE WHEN n.pending OR n.epoch <> $1 OR n.epoch_id <> $2"
-							  "   THEN 0 ELSE n.promised_node END,"
-							  " accepted_round = 0, accepted_node = 0",
-							  !settle_catalog() ? "" :
-							  " OR (n.pending AND n.prev_epoch = $3 AND n.prev_epoch_id = $4 AND $3 > 0)"),
-					 8, types, args, SPI_OK_UPDATE);
-	if (SPI_processed != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("this distseq node cannot take membership " INT64_FORMAT,
-						DatumGetInt64(args[0])),
-				 errdetail("It is neither in that membership nor in an older one of its group.")));
-	distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences s SET hwm = GREATEST(%s, v.hwm)"
-							  " FROM (SELECT name, max(hwm) AS hwm FROM unnest($6, $7) AS u(name, hwm)"
-							  "       GROUP BY name) v WHERE s.sequence_name = v.name",
-							  schema, distseq_hwm_expr(schema)),
-					 8, types, args, SPI_OK_UPDATE);
-	/* and for every sequence, had or not: one introduced later starts above */
-	distseq_spi_exec(psprintf("INSERT INTO %s.distseq_seed (sequence_name, hwm)"
-							  " SELECT name, max(hwm) FROM unnest($6, $7) AS v(name, hwm) GROUP BY name"
-							  " ON CONFLICT (sequence_name)"
-							  " DO UPDATE SET hwm = GREATEST(%s.distseq_seed.hwm, EXCLUDED.hwm)",
-							  schema, schema),
-					 8, types, args, SPI_OK_INSERT);
-}
-
-PG_FUNCTION_INFO_V1(distseq_peer_activate);
-
-/*
- * On a member the proposer activates, the servers of the members the new
- * membership leaves out are forgotten with it (the proposer forgets them
- * once the change is finished, change_finished), so that distseq_peers
- * does not list them for good.  Only those this node knew as members: a
- * server registered for any other node stays.
- */
-Datum
-distseq_peer_activate(PG_FUNCTION_ARGS)
-{
-	const char *schema;
-	Oid			types[2] = {INT8OID, INT8ARRAYOID};
-	Datum		args[8];
-	Datum		values[2];
-
-	distseq_check_writable("distseq_peer_activate()");
-	for (int i = 0; i < 8; i++)
-		args[i] = PG_GETARG_DATUM(i);
-	values[0] = args[7];
-	values[1] = args[4];
-	distseq_spi_connect();
-	schema = distseq_catalog_schema();
-	/* before the node row is changed: it says who were members */
-	distseq_spi_exec(psprintf("DELETE FROM %1$s.distseq_peer p USING %1$s.distseq_node n"
-							  " WHERE n.node_id = $1 AND p.node_id <> n.node_id"
-							  "   AND (p.node_id = ANY (n.members)"
-							  "        OR p.node_id = ANY (COALESCE(n.prev_members, '{}')))"
-							  "   AND p.node_id <> ALL ($2)", schema),
-					 2, types, values, SPI_OK_DELETE);
-	/* an error here (not this node, not its group) undoes the delete too */
-	change_activate(schema, args);
-	SPI_finish();
-	PG_RETURN_VOID();
-}
-
-/* What a node answers a prepare with (distseq_peer_prepare) */
-typedef struct Promise
-{
-	char		answer;			/* 'p'romise, 'd'ecided, 'r'efused, 'e'lsewhere */
-	int64		promised_round;
-	int64		promised_node;
-	int64		accepted_round;
-	int64		accepted_node;
-	bool		pending;
-	int64		epoch;			/* the change it took, or the membership after */
-	int64		epoch_id;
-	int			nmembers;
-	int64	   *members;
-} Promise;
-
-static const char *const answer_names[] = {"promise", "decided", "refused", "elsewhere"};
-
-static void
-check_settle(void)
-{
-	if (!settle_catalog())
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("settling a membership change needs version 1.7 of extension \"distseq\""),
-				 errhint("Run ALTER EXTENSION distseq UPDATE on every node.")));
-}
-
-/*
- * A prepare of the instance of membership (epoch, epoch_id) at ballot
- * (round, settler) on this node, which must be node_id: a promise, if it
- * is in that instance (active in it, or pending from it) and promised no
- * ballot as high.  The row lock waits for a change in flight here and for
- * the compare-and-sets.  SPI connected; the answer in SPI's memory.
- */
-static void
-settle_prepare(const char *schema, int64 epoch, int64 epoch_id, int64 round, int64 settler,
-			   int64 node_id, Promise *p)
-{
-	bool		isnull;
-	int64		prev_epoch;
-	int64		prev_epoch_id;
-	bool		in;
-
-	distseq_node_verify(schema);
-	distseq_spi_exec(psprintf("SELECT node_id, epoch, epoch_id, members, pending,"
-							  " COALESCE(prev_epoch, -1), COALESCE(prev_epoch_id, -1),"
-							  " promised_round, promised_node, accepted_round, accepted_node"
-							  " FROM %s.distseq_node FOR UPDATE", schema),
-					 0, NULL, NULL, SPI_OK_SELECT);
-	if (SPI_processed != 1)
-		elog(ERROR, "distseq: distseq_node must have exactly one row");
-	if (distseq_spi_int8(0, 1) != node_id)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("this distseq node is not node " INT64_FORMAT, node_id)));
-	p->epoch = distseq_spi_int8(0, 2);
-	p->epoch_id = distseq_spi_int8(0, 3);
-	p->members = distseq_int8_values(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
-												   4, &isnull), &p->nmembers);
-	p->pending = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5,
-											&isnull));
-	prev_epoch = distseq_spi_int8(0, 6);
-	prev_epoch_id = distseq_spi_int8(0, 7);
-	p->promised_round = distseq_spi_int8(0, 8);
-	p->promised_node = distseq_spi_int8(0, 9);
-	p->accepted_round = distseq_spi_int8(0, 10);
-	p->accepted_node = distseq_spi_int8(0, 11);
-	in = p->pending ? (prev_epoch == epoch && prev_epoch_id == epoch_id) :
-		(p->epoch == epoch && p->epoch_id == epoch_id);
-	if (!in)
-	{
-		p->answer = !p->pending && p->epoch == epoch + 1 ? 'd' : 'e';
-		return;
-	}
-	if (round < p->promised_round ||
-		(round == p->promised_round && settler <= p->promised_node))
-	{
-		p->answer = 'r';
-		return;
-	}
-	{
-		Oid			types[2] = {INT8OID, INT8OID};
-		Datum		values[2] = {Int64GetDatum(round), Int64GetDatum(settler)};
-
-		distseq_spi_exec(psprintf("UPDATE %s.distseq_node SET promised_round = $1, promised_node = $2",
-								  schema), 2, types, values, SPI_OK_UPDATE);
-	}
-	p->promised_round = round;
-	p->promised_node = settler;
-	p->answer = 'p';
-}
-
-PG_FUNCTION_INFO_V1(distseq_peer_prepare);
-
-Datum
-distseq_peer_prepare(PG_FUNCTION_ARGS)
-{
-	MemoryContext caller = CurrentMemoryContext;
-	Promise		p;
-	Datum		values[10];
-	bool		nulls[10] = {0};
-	TupleDesc	tupdesc;
-	Datum		result;
-	int			k;
-
-	distseq_check_writable("distseq_peer_prepare()");
-	check_settle();
-	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
-	distseq_spi_connect();
-	settle_prepare(distseq_catalog_schema(), PG_GETARG_INT64(0), PG_GETARG_INT64(1),
-				   PG_GETARG_INT64(2), PG_GETARG_INT64(3), PG_GETARG_INT64(4), &p);
-	MemoryContextSwitchTo(caller);
-	k = p.answer == 'p' ? 0 : p.answer == 'd' ? 1 : p.answer == 'r' ? 2 : 3;
-	values[0] = CStringGetTextDatum(answer_names[k]);
-	values[1] = Int64GetDatum(p.promised_round);
-	values[2] = Int64GetDatum(p.promised_node);
-	values[3] = Int64GetDatum(p.accepted_round);
-	values[4] = Int64GetDatum(p.accepted_node);
-	values[5] = BoolGetDatum(p.pending);
-	values[6] = Int64GetDatum(p.epoch);
-	values[7] = Int64GetDatum(p.epoch_id);
-	values[8] = distseq_int8_array(p.members, p.nmembers);
-	result = HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls));
-	SPI_finish();
-	return result;
-}
-
-/*
- * Take the change from (epoch, epoch_id) to (new_epoch, new_epoch_id,
- * members), pending, at ballot (round, settler), on this node if it is
- * node_id, in that instance, and promised no higher ballot.  SPI connected.
- */
-static bool
-settle_accept(const char *schema, int64 epoch, int64 epoch_id, int64 round, int64 settler,
-			  int64 new_epoch, int64 new_epoch_id, Datum members, int64 node_id)
-{
-	Oid			types[8] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID,
-	INT8ARRAYOID, INT8OID};
-	Datum		values[8];
-
-	distseq_node_verify(schema);
-	values[0] = Int64GetDatum(epoch);
-	values[1] = Int64GetDatum(epoch_id);
-	values[2] = Int64GetDatum(round);
-	values[3] = Int64GetDatum(settler);
-	values[4] = Int64GetDatum(new_epoch);
-	values[5] = Int64GetDatum(new_epoch_id);
-	values[6] = members;
-	values[7] = Int64GetDatum(node_id);
-	distseq_spi_exec(psprintf("UPDATE %s.distseq_node n SET"
-							  " prev_epoch = CASE WHEN n.pending THEN n.prev_epoch ELSE n.epoch END,"
-							  " prev_epoch_id = CASE WHEN n.pending THEN n.prev_epoch_id ELSE n.epoch_id END,"
-							  " prev_members = CASE WHEN n.pending THEN n.prev_members ELSE n.members END,"
-							  " epoch = $5, epoch_id = $6, members = $7, pending = true, proposer = $4,"
-							  " promised_round = $3, promised_node = $4,"
-							  " accepted_round = $3, accepted_node = $4"
-							  " WHERE n.node_id = $8"
-							  "   AND ((NOT n.pending AND n.epoch = $1 AND n.epoch_id = $2)"
-							  "        OR (n.pending AND n.prev_epoch = $1 AND n.prev_epoch_id = $2))"
-							  "   AND (n.promised_round, n.promised_node) <= ($3, $4)", schema),
-					 8, types, values, SPI_OK_UPDATE);
-	return SPI_processed == 1;
-}
-
-PG_FUNCTION_INFO_V1(distseq_peer_accept);
-
-Datum
-distseq_peer_accept(PG_FUNCTION_ARGS)
-{
-	bool		accepted;
-
-	distseq_check_writable("distseq_peer_accept()");
-	check_settle();
-	distseq_spi_connect();
-	accepted = settle_accept(distseq_catalog_schema(), PG_GETARG_INT64(0), PG_GETARG_INT64(1),
-							 PG_GETARG_INT64(2), PG_GETARG_INT64(3), PG_GETARG_INT64(4),
-							 PG_GETARG_INT64(5), PG_GETARG_DATUM(6), PG_GETARG_INT64(7));
-	SPI_finish();
-	PG_RETURN_BOOL(accepted);
-}
-
-PG_FUNCTION_INFO_V1(distseq_peer_adopt);
-
-/* Version 1.3's join, kept so that its install script loads */
-Datum
-distseq_peer_adopt(PG_FUNCTION_ARGS)
-{
-	check_minor();
-	PG_RETURN_VOID();
-}
-
-/* ---- the proposer ---- */
-
-static char *
-array_text(int64 *vals, int n)
-{
-	StringInfoData buf;
-
-	initStringInfo(&buf);
-	appendStringInfoChar(&buf, '{');
-	for (int i = 0; i < n; i++)
-		appendStringInfo(&buf, "%s" INT64_FORMAT, i ? "," : "", vals[i]);
-	appendStringInfoChar(&buf, '}');
-	return buf.data;
-}
-
-static DistseqPeer *
-peer_or_error(const char *schema, int64 node_id, char **error)
-{
-	DistseqPeer *peer = distseq_peer_of(schema, node_id);
-
-	if (peer == NULL)
-		*error = psprintf("no distseq peer is registered here for node " INT64_FORMAT, node_id);
-	return peer;
-}
-
-/* Nothing left to do for the changes decided here: forget who left */
-static void
-change_finished(const char *schema)
-{
-	distseq_spi_exec(psprintf("DELETE FROM %1$s.distseq_peer p USING %1$s.distseq_change c"
-							  " WHERE NOT c.finished AND p.node_id = ANY (c.prev_members)"
-							  "   AND p.node_id <> ALL (c.members)", schema),
-					 0, NULL, NULL, SPI_OK_DELETE);
-	distseq_spi_exec(psprintf("UPDATE %s.distseq_change SET finished = true", schema),
-					 0, NULL, NULL, SPI_OK_UPDATE);
-}
-
 /*
  * Phase one, and the decision.  Moves every member of the current
  * membership it can reach, this node last with the record of the change,
@@ -694,8 +74,7 @@ static void
 change_propose(const char *schema, DistseqNodeState *st, int64 *members, int nmembers,
 			   DistseqPeer *joiner)
 {
-	Change		c;
-	const char *params[7];
+	DistseqChange c;
 	List	   *moved = NIL;
 	int			nmoved = 1;		/* this node, at the end */
 	char	   *first_error = NULL;
@@ -720,25 +99,15 @@ change_propose(const char *schema, DistseqNodeState *st, int64 *members, int nme
 			elog(ERROR, "could not generate a random number");
 		c.epoch_id &= PG_INT64_MAX;
 	} while (c.epoch_id == 0);
-
-	params[0] = int8_text(c.prev_epoch);
-	params[1] = int8_text(c.prev_epoch_id);
-	params[2] = int8_text(c.epoch);
-	params[3] = int8_text(c.epoch_id);
-	params[4] = array_text(members, nmembers);
-	params[5] = int8_text(st->node_id);
+	c.members = members;
+	c.nmembers = nmembers;
+	c.prev = st->members;
+	c.nprev = st->nmembers;
 
 	/* the joiner first: it must be fresh, and stays so no longer */
 	if (joiner)
 	{
-		RemoteConn *rc = distseq_peer_connect(joiner);
-
-		params[6] = int8_text(joiner->node_id);
-		distseq_remote_command(rc, psprintf("SELECT %s.distseq_peer_join($1::pg_catalog.int8,"
-											" $2::pg_catalog.int8, $3::pg_catalog.int8[],"
-											" $4::pg_catalog.int8, $5::pg_catalog.int8)",
-											distseq_remote_schema(rc)),
-							   5, params + 2);
+		(void) distseq_call_join(joiner, &c, st->node_id, joiner->node_id, NULL);
 		moved = lappend(moved, joiner);
 	}
 
@@ -749,12 +118,8 @@ change_propose(const char *schema, DistseqNodeState *st, int64 *members, int nme
 
 		if (st->members[i] == st->node_id)
 			continue;
-		peer = peer_or_error(schema, st->members[i], &error);
-		params[6] = int8_text(st->members[i]);
-		if (peer && distseq_peer_do(peer, "SELECT %s.distseq_peer_epoch_cas($1::pg_catalog.int8,"
-									" $2::pg_catalog.int8, $3::pg_catalog.int8, $4::pg_catalog.int8,"
-									" $5::pg_catalog.int8[], $6::pg_catalog.int8, $7::pg_catalog.int8)",
-									7, params, &error))
+		peer = distseq_client_or_error(schema, st->members[i], &error);
+		if (peer && distseq_call_move(peer, &c, st->node_id, st->members[i], &error))
 		{
 			moved = lappend(moved, peer);
 			nmoved++;
@@ -765,30 +130,19 @@ change_propose(const char *schema, DistseqNodeState *st, int64 *members, int nme
 
 	if (nmoved >= distseq_majority(st->nmembers))
 	{
-		Oid			types[6] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8ARRAYOID,
-		INT8ARRAYOID};
-		Datum		values[6];
-
-		values[0] = Int64GetDatum(c.epoch);
-		values[1] = Int64GetDatum(c.epoch_id);
-		values[2] = Int64GetDatum(c.prev_epoch);
-		values[3] = Int64GetDatum(c.prev_epoch_id);
-		values[4] = distseq_int8_array(members, nmembers);
-		values[5] = distseq_int8_array(st->members, st->nmembers);
-		change_move(schema, c.prev_epoch, c.prev_epoch_id, c.epoch, c.epoch_id,
-					values[4], st->node_id, st->node_id, false);
-		/* a change not finished yet is superseded by this one */
-		change_finished(schema);
-		distseq_spi_exec(psprintf("INSERT INTO %s.distseq_change (epoch, epoch_id, prev_epoch,"
-								  " prev_epoch_id, members, prev_members)"
-								  " VALUES ($1, $2, $3, $4, $5, $6)", schema),
-						 6, types, values, SPI_OK_INSERT);
+		distseq_member_move(schema, c.prev_epoch, c.prev_epoch_id, c.epoch, c.epoch_id,
+							distseq_int8_array(members, nmembers), st->node_id,
+							st->node_id, false);
+		distseq_member_record_change(schema, &c);
 		return;
 	}
 
 	foreach(lc, moved)
-		(void) distseq_peer_do(lfirst(lc), "SELECT %s.distseq_peer_revert($1::pg_catalog.int8,"
-							   " $2::pg_catalog.int8)", 2, params + 2, NULL);
+	{
+		char	   *ignored;
+
+		(void) distseq_call_revert(lfirst(lc), c.epoch, c.epoch_id, &ignored);
+	}
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("could not change the distseq membership: %d of %d members agreed, %d needed",
@@ -799,60 +153,40 @@ change_propose(const char *schema, DistseqNodeState *st, int64 *members, int nme
 
 /* Collect marks from one member; false if it could not give them */
 static bool
-collect_marks(const char *schema, DistseqNodeState *st, int64 node_id, Change *c,
+collect_marks(const char *schema, DistseqNodeState *st, int64 node_id, DistseqChange *c,
 			  List **marks, char **error)
 {
-	const char *params[2] = {int8_text(c->epoch), int8_text(c->epoch_id)};
 	DistseqPeer *peer;
-	DistseqRemoteResult *res;
 
 	if (node_id == st->node_id)
 	{
-		*marks = list_concat(*marks, change_marks(schema, c->epoch, c->epoch_id,
-												  CurrentMemoryContext));
+		*marks = list_concat(*marks, distseq_member_marks(schema, c->epoch, c->epoch_id,
+														  CurrentMemoryContext));
 		return true;
 	}
-	if ((peer = peer_or_error(schema, node_id, error)) == NULL ||
-		(res = distseq_peer_exec(peer, "SELECT sequence_name, hwm"
-								 " FROM %s.distseq_peer_marks($1::pg_catalog.int8,"
-								 " $2::pg_catalog.int8)",
-								 2, params, "tl", -1, error)) == NULL)
-		return false;
-	for (int i = 0; i < distseq_remote_ntuples(res); i++)
-	{
-		Mark	   *m = palloc(sizeof(Mark));
-
-		m->name = pstrdup(distseq_remote_text(res, i, 0));
-		m->hwm = distseq_remote_int8(res, i, 1);
-		*marks = lappend(*marks, m);
-	}
-	return true;
+	return (peer = distseq_client_or_error(schema, node_id, error)) != NULL &&
+		distseq_call_marks(peer, c->epoch, c->epoch_id, marks, error);
 }
 
-/*
- * The largest mark of each sequence: as array literals for a peer, and as
- * arrays for this node.
- */
+/* The largest mark of each sequence, as a text[] of names and a bigint[] */
 static void
-marks_arrays(List *marks, char **names, char **hwms, Datum *name_array, Datum *hwm_array)
+marks_arrays(List *marks, Datum *name_array, Datum *hwm_array)
 {
 	List	   *merged = NIL;
 	ListCell   *lc;
-	StringInfoData n;
-	StringInfoData h;
 	Datum	   *nd;
 	int64	   *hv;
 	int			k = 0;
 
 	foreach(lc, marks)
 	{
-		Mark	   *m = lfirst(lc);
+		DistseqMark *m = lfirst(lc);
 		ListCell   *lc2;
 		bool		found = false;
 
 		foreach(lc2, merged)
 		{
-			Mark	   *g = lfirst(lc2);
+			DistseqMark *g = lfirst(lc2);
 
 			if (strcmp(g->name, m->name) == 0)
 			{
@@ -863,42 +197,23 @@ marks_arrays(List *marks, char **names, char **hwms, Datum *name_array, Datum *h
 		}
 		if (!found)
 		{
-			Mark	   *g = palloc(sizeof(Mark));
+			DistseqMark *g = palloc(sizeof(DistseqMark));
 
 			*g = *m;
 			merged = lappend(merged, g);
 		}
 	}
 
-	initStringInfo(&n);
-	initStringInfo(&h);
-	appendStringInfoChar(&n, '{');
-	appendStringInfoChar(&h, '{');
 	nd = palloc(sizeof(Datum) * Max(list_length(merged), 1));
 	hv = palloc(sizeof(int64) * Max(list_length(merged), 1));
 	foreach(lc, merged)
 	{
-		Mark	   *m = lfirst(lc);
-		const char *sep = k ? "," : "";
+		DistseqMark *m = lfirst(lc);
 
-		/* an array element, quoted, with quotes and backslashes escaped */
-		appendStringInfo(&n, "%s\"", sep);
-		for (const char *p = m->name; *p; p++)
-		{
-			if (*p == '"' || *p == '\\')
-				appendStringInfoChar(&n, '\\');
-			appendStringInfoChar(&n, *p);
-		}
-		appendStringInfoChar(&n, '"');
-		appendStringInfo(&h, "%s" INT64_FORMAT, sep, m->hwm);
 		nd[k] = CStringGetTextDatum(m->name);
 		hv[k] = m->hwm;
 		k++;
 	}
-	appendStringInfoChar(&n, '}');
-	appendStringInfoChar(&h, '}');
-	*names = n.data;
-	*hwms = h.data;
 	*name_array = PointerGetDatum(construct_array(nd, k, TEXTOID, -1, false, TYPALIGN_INT));
 	*hwm_array = distseq_int8_array(hv, k);
 }
@@ -912,15 +227,12 @@ static char *
 change_finish(const char *schema)
 {
 	DistseqNodeState st;
-	Change		c;
+	DistseqChange c;
 	bool		isnull;
 	List	   *marks = NIL;
 	int			got = 0;
 	char	   *error = NULL;
-	char	   *names;
-	char	   *hwms;
 	Datum		args[8];
-	const char *params[8];
 	int			failed = 0;
 
 	distseq_spi_exec(psprintf("SELECT epoch, epoch_id, prev_epoch, prev_epoch_id, members,"
@@ -941,7 +253,7 @@ change_finish(const char *schema)
 	/* another node's change has moved this one on: nothing left to do */
 	if (st.epoch != c.epoch || st.epoch_id != c.epoch_id)
 	{
-		change_finished(schema);
+		distseq_member_changes_finished(schema);
 		return NULL;
 	}
 
@@ -954,28 +266,16 @@ change_finish(const char *schema)
 	if (got < c.nprev - distseq_majority(c.nprev) + 1)
 		return psprintf("only %d of the %d former members gave their high-water marks%s%s",
 						got, c.nprev, error ? ": " : "", error ? error : "");
-	marks_arrays(marks, &names, &hwms, &args[5], &args[6]);
+	marks_arrays(marks, &args[5], &args[6]);
 
-	params[0] = int8_text(c.epoch);
-	params[1] = int8_text(c.epoch_id);
-	params[2] = int8_text(c.prev_epoch);
-	params[3] = int8_text(c.prev_epoch_id);
-	params[4] = array_text(c.members, c.nmembers);
-	params[5] = names;
-	params[6] = hwms;
 	for (int i = 0; i < c.nmembers; i++)
 	{
 		DistseqPeer *peer;
 
 		if (c.members[i] == st.node_id)
 			continue;
-		params[7] = int8_text(c.members[i]);
-		if ((peer = peer_or_error(schema, c.members[i], &error)) == NULL ||
-			!distseq_peer_do(peer, "SELECT %s.distseq_peer_activate($1::pg_catalog.int8,"
-							 " $2::pg_catalog.int8, $3::pg_catalog.int8, $4::pg_catalog.int8,"
-							 " $5::pg_catalog.int8[], $6::pg_catalog.text[], $7::pg_catalog.int8[],"
-							 " $8::pg_catalog.int8)",
-							 8, params, &error))
+		if ((peer = distseq_client_or_error(schema, c.members[i], &error)) == NULL ||
+			!distseq_call_activate(peer, &c, args[5], args[6], c.members[i], &error))
 			failed++;
 	}
 	args[0] = Int64GetDatum(c.epoch);
@@ -984,11 +284,11 @@ change_finish(const char *schema)
 	args[3] = Int64GetDatum(c.prev_epoch_id);
 	args[4] = distseq_int8_array(c.members, c.nmembers);
 	args[7] = Int64GetDatum(st.node_id);
-	change_activate(schema, args);
+	distseq_member_activate(schema, args);
 	if (failed > 0)
 		return psprintf("%d of the %d members are not active in the new membership yet: %s",
 						failed, c.nmembers, error);
-	change_finished(schema);
+	distseq_member_changes_finished(schema);
 	return NULL;
 }
 
@@ -1025,32 +325,24 @@ change_left_out(const char *schema, DistseqNodeState *st)
 static char *
 change_recover(const char *schema, DistseqNodeState *st)
 {
-	const char *params[3];
 	DistseqPeer *peer;
-	DistseqRemoteResult *res;
 	char	   *error = NULL;
 	bool		decided;
 
 	if (!st->pending || st->proposer == st->node_id)
 		return NULL;
 	/* a change taken on by a settling member waits for it, or another */
-	if (settle_catalog())
+	if (distseq_member_settles())
 	{
 		distseq_spi_exec(psprintf("SELECT 1 FROM %s.distseq_node WHERE accepted_round > 0", schema),
 						 0, NULL, NULL, SPI_OK_SELECT);
 		if (SPI_processed == 1)
 			return NULL;
 	}
-	params[0] = int8_text(st->epoch);
-	params[1] = int8_text(st->epoch_id);
-	params[2] = int8_text(st->proposer);
-	if ((peer = peer_or_error(schema, st->proposer, &error)) == NULL ||
-		(res = distseq_peer_exec(peer, "SELECT %s.distseq_peer_decided($1::pg_catalog.int8,"
-								 " $2::pg_catalog.int8, $3::pg_catalog.int8)",
-								 3, params, "b", 1, &error)) == NULL)
+	if ((peer = distseq_client_or_error(schema, st->proposer, &error)) == NULL ||
+		!distseq_call_decided(peer, st->epoch, st->epoch_id, st->proposer, &decided, &error))
 		return psprintf("could not ask the proposer of membership " INT64_FORMAT ": %s",
 						st->epoch, error);
-	decided = distseq_remote_bool(res, 0, 0);
 	if (decided && !distseq_is_member(st, st->node_id))
 	{
 		change_left_out(schema, st);
@@ -1058,7 +350,7 @@ change_recover(const char *schema, DistseqNodeState *st)
 	}
 	if (decided)
 		return NULL;
-	if (change_revert(schema, st->epoch, st->epoch_id))
+	if (distseq_member_revert(schema, st->epoch, st->epoch_id))
 		ereport(LOG,
 				(errmsg("distseq membership " INT64_FORMAT " proposed by node " INT64_FORMAT " was abandoned; this node is back in the membership before it",
 						st->epoch, st->proposer)));
@@ -1173,12 +465,9 @@ change_add(const char *schema, DistseqNodeState *st, const char *server_name, Oi
 {
 	ForeignServer *server = GetForeignServerByName(server_name, false);
 	DistseqPeer peer;
-	RemoteConn *rc;
-	DistseqRemoteResult *res;
+	DistseqNodeState its;
+	bool		has_windows;
 	bool		fresh;
-	int64		epoch;
-	const int64 *its_members;
-	int			nits;
 	bool		in_own;
 	int64	   *members;
 	Oid			types[3] = {TEXTOID, INT8OID, INT8OID};
@@ -1188,23 +477,13 @@ change_add(const char *schema, DistseqNodeState *st, const char *server_name, Oi
 	peer.serverid = server->serverid;
 	peer.added_by = userid;
 	strlcpy(peer.name, server_name, NAMEDATALEN);
-	rc = distseq_peer_connect(&peer);
-	res = distseq_remote_query(rc,
-							   psprintf("SELECT node_id, epoch, members, pending, EXISTS"
-										"  (SELECT 1 FROM %1$s.distseq_peer_sequences() WHERE has_windows)"
-										" FROM %1$s.distseq_peer_state()",
-										distseq_remote_schema(rc)),
-							   0, NULL, "llabb", 1);
-	peer.node_id = distseq_remote_int8(res, 0, 0);
-	epoch = distseq_remote_int8(res, 0, 1);
-	its_members = distseq_remote_int8s(res, 0, 2, &nits);
-	in_own = false;
-	for (int i = 0; i < nits; i++)
-		in_own |= its_members[i] == peer.node_id;
+	distseq_call_candidate(&peer, &its, &has_windows);
+	peer.node_id = its.node_id;
+	in_own = distseq_is_member(&its, peer.node_id);
 	/* never in a group and no window; or out of the group it was in */
-	fresh = !distseq_remote_bool(res, 0, 3) &&
-		((epoch == 0 && nits == 1 && in_own && !distseq_remote_bool(res, 0, 4)) ||
-		 (epoch > 0 && !in_own));
+	fresh = !its.pending &&
+		((its.epoch == 0 && its.nmembers == 1 && in_own && !has_windows) ||
+		 (its.epoch > 0 && !in_own));
 	if (peer.node_id == st->node_id)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -1268,456 +547,6 @@ change_remove(const char *schema, DistseqNodeState *st, const char *server_name)
 	return false;
 }
 
-/* ---- settling a change whose proposer is lost (1.7) ---- */
-
-/*
- * The changes proposed from one membership E0 are one instance of
- * consensus, of which at most one is ever decided.  Phase one is its round
- * 0: moves that need no promise, a node taking one change at a time, and
- * the proposer deciding alone.  When the proposer is lost, any member of
- * E0 settles the instance with the two rounds of Paxos, at a ballot (round
- * >= 1, its node id) above any it saw, on the members of E0:
- *
- * prepare: each node in the instance (active in E0, or pending from it)
- * that promised no ballot as high promises this one, and answers with the
- * change it took and the ballot it took it at (0: round 0).  A node active
- * in the membership after E0 answers with it: that change was decided.
- *
- * choose: a change known decided is taken.  Else, with promises from a
- * majority of E0: the change taken at the highest ballot >= 1, if any;
- * else a change X of round 0 may have been decided only if the promises
- * holding X and the members that gave none make a majority of E0: each
- * member holds one change of round 0 at a time, drops it only when it was
- * not decided, and, once it promised, takes no other and its proposer
- * cannot decide any more (change_move).  One such change is finished; with
- * none, a no-op change (the same members, a new epoch_id) abandons them
- * all; two cannot be told apart, and nothing is done.
- *
- * accept: each member of E0 that promised no higher ballot takes the
- * change, pending; with this node's own, in the transaction that records
- * the change here, on a majority of E0 the change is decided, and phase two
- * finishes it as its proposer's would (activation takes the members
- * pending in a change abandoned).  test/model/allocator_sim.c checks this
- * protocol ("Settling a change"), with its variants that fail.
- */
-typedef struct Settle
-{
-	MemoryContext cxt;
-	int64		self;
-	int64		epoch;			/* E0 */
-	int64		epoch_id;
-	int			nmembers;
-	int64	   *members;
-	int64		round;
-	int			promised;		/* promises, this node's own too */
-	int64		seen_round;		/* the highest ballot round refused by */
-	bool		known;			/* a member is active after E0: c was decided */
-	bool		noop;			/* c abandons every change from E0 */
-	int64		best_round;		/* the highest ballot >= 1 of a change taken */
-	int64		best_node;
-	Change		best;
-	int			ntaken;			/* changes of round 0 taken, and by how many */
-	Change		taken[8];
-	int			count[8];
-	Change		c;				/* the change chosen */
-} Settle;
-
-static int64 *
-copy_ids(MemoryContext cxt, const int64 *v, int n)
-{
-	int64	   *c = MemoryContextAlloc(cxt, sizeof(int64) * Max(n, 1));
-
-	memcpy(c, v, sizeof(int64) * n);
-	return c;
-}
-
-static bool
-ids_have(const int64 *v, int n, int64 x)
-{
-	for (int i = 0; i < n; i++)
-		if (v[i] == x)
-			return true;
-	return false;
-}
-
-static void
-settle_change(Settle *s, Change *c, int64 epoch, int64 epoch_id, const int64 *members, int n)
-{
-	c->epoch = epoch;
-	c->epoch_id = epoch_id;
-	c->prev_epoch = s->epoch;
-	c->prev_epoch_id = s->epoch_id;
-	c->nmembers = n;
-	c->members = copy_ids(s->cxt, members, n);
-	c->nprev = s->nmembers;
-	c->prev = s->members;
-}
-
-/* Count what a member answered a prepare with */
-static void
-settle_tally(Settle *s, const Promise *p)
-{
-	int			i;
-
-	if (p->answer == 'd')
-	{
-		if (!s->known)
-			settle_change(s, &s->c, p->epoch, p->epoch_id, p->members, p->nmembers);
-		s->known = true;
-		return;
-	}
-	if (p->answer != 'p')
-	{
-		s->seen_round = Max(s->seen_round, p->promised_round);
-		return;
-	}
-	s->promised++;
-	if (!p->pending)
-		return;
-	if (p->accepted_round > 0)
-	{
-		if (p->accepted_round > s->best_round ||
-			(p->accepted_round == s->best_round && p->accepted_node > s->best_node))
-		{
-			s->best_round = p->accepted_round;
-			s->best_node = p->accepted_node;
-			settle_change(s, &s->best, p->epoch, p->epoch_id, p->members, p->nmembers);
-		}
-		return;
-	}
-	for (i = 0; i < s->ntaken && s->taken[i].epoch_id != p->epoch_id; i++)
-		;
-	if (i == s->ntaken && i < lengthof(s->taken))
-	{
-		settle_change(s, &s->taken[i], p->epoch, p->epoch_id, p->members, p->nmembers);
-		s->count[i] = 0;
-		s->ntaken++;
-	}
-	if (i < s->ntaken)
-		s->count[i]++;
-}
-
-/* The change to settle on, or why there is none; SPI connected */
-static char *
-settle_choose(Settle *s)
-{
-	int			q = distseq_majority(s->nmembers);
-	int			unseen = s->nmembers - s->promised;
-	int			k = -1;
-	int			possible = 0;
-	int64		id;
-
-	if (s->known)
-		return NULL;
-	if (s->promised < q)
-		return psprintf("%d of the %d members promised ballot " INT64_FORMAT ", %d needed",
-						s->promised, s->nmembers, s->round, q);
-	if (s->best_round > 0)
-	{
-		s->c = s->best;
-		return NULL;
-	}
-	for (int i = 0; i < s->ntaken; i++)
-		if (s->count[i] + unseen >= q)
-		{
-			possible++;
-			k = i;
-		}
-	if (possible > 1 || s->ntaken == lengthof(s->taken))
-		return pstrdup("more than one change proposed from that membership may have been decided");
-	if (possible == 1)
-	{
-		s->c = s->taken[k];
-		return NULL;
-	}
-	/* none was decided, nor ever will be: a no-op change abandons them */
-	do
-	{
-		if (!pg_strong_random(&id, sizeof(id)))
-			elog(ERROR, "could not generate a random number");
-		id &= PG_INT64_MAX;
-	} while (id == 0);
-	settle_change(s, &s->c, s->epoch + 1, id, s->members, s->nmembers);
-	s->noop = true;
-	return NULL;
-}
-
-/* Prepares on the other members, then accepts; SPI connected */
-static char *
-settle_rounds(const char *schema, Settle *s, int *accepted)
-{
-	const char *params[8];
-	char	   *problem;
-
-	params[0] = int8_text(s->epoch);
-	params[1] = int8_text(s->epoch_id);
-	params[2] = int8_text(s->round);
-	params[3] = int8_text(s->self);
-	for (int i = 0; i < s->nmembers; i++)
-	{
-		DistseqPeer *peer;
-		DistseqRemoteResult *res;
-		char	   *error = NULL;
-		Promise		p;
-
-		if (s->members[i] == s->self)
-			continue;
-		params[4] = int8_text(s->members[i]);
-		if ((peer = peer_or_error(schema, s->members[i], &error)) == NULL ||
-			(res = distseq_peer_exec(peer, "SELECT answer, promised_round, promised_node,"
-									 " accepted_round, accepted_node, pending, change_epoch,"
-									 " change_epoch_id, members"
-									 " FROM %s.distseq_peer_prepare($1::pg_catalog.int8,"
-									 " $2::pg_catalog.int8, $3::pg_catalog.int8,"
-									 " $4::pg_catalog.int8, $5::pg_catalog.int8)",
-									 5, params, "tllllblla", 1, &error)) == NULL)
-			continue;
-		{
-			const char *a = distseq_remote_text(res, 0, 0);
-
-			p.answer = strcmp(a, "promise") == 0 ? 'p' : strcmp(a, "decided") == 0 ? 'd' :
-				strcmp(a, "refused") == 0 ? 'r' : 'e';
-		}
-		p.promised_round = distseq_remote_int8(res, 0, 1);
-		p.promised_node = distseq_remote_int8(res, 0, 2);
-		p.accepted_round = distseq_remote_int8(res, 0, 3);
-		p.accepted_node = distseq_remote_int8(res, 0, 4);
-		p.pending = distseq_remote_bool(res, 0, 5);
-		p.epoch = distseq_remote_int8(res, 0, 6);
-		p.epoch_id = distseq_remote_int8(res, 0, 7);
-		p.members = (int64 *) distseq_remote_int8s(res, 0, 8, &p.nmembers);
-		settle_tally(s, &p);
-	}
-	if ((problem = settle_choose(s)) != NULL)
-		return problem;
-	if (!ids_have(s->c.members, s->c.nmembers, s->self))
-		return pstrdup("that change leaves this node out: a member that stays must settle it");
-	if (s->known)
-		return NULL;
-
-	params[4] = int8_text(s->c.epoch);
-	params[5] = int8_text(s->c.epoch_id);
-	params[6] = array_text(s->c.members, s->c.nmembers);
-	/* a joiner first, as in phase one; it may be pending in it already */
-	for (int i = 0; i < s->c.nmembers; i++)
-	{
-		DistseqPeer *peer;
-		const char *jparams[5] = {params[4], params[5], params[6], params[3], NULL};
-
-		if (ids_have(s->members, s->nmembers, s->c.members[i]) ||
-			(peer = distseq_peer_of(schema, s->c.members[i])) == NULL)
-			continue;
-		jparams[4] = int8_text(s->c.members[i]);
-		(void) distseq_peer_do(peer, "SELECT %s.distseq_peer_join($1::pg_catalog.int8,"
-							   " $2::pg_catalog.int8, $3::pg_catalog.int8[], $4::pg_catalog.int8,"
-							   " $5::pg_catalog.int8)", 5, jparams, NULL);
-	}
-	for (int i = 0; i < s->nmembers; i++)
-	{
-		DistseqPeer *peer;
-		DistseqRemoteResult *res;
-		char	   *error = NULL;
-
-		if (s->members[i] == s->self)
-			continue;
-		params[7] = int8_text(s->members[i]);
-		if ((peer = peer_or_error(schema, s->members[i], &error)) != NULL &&
-			(res = distseq_peer_exec(peer, "SELECT %s.distseq_peer_accept($1::pg_catalog.int8,"
-									 " $2::pg_catalog.int8, $3::pg_catalog.int8, $4::pg_catalog.int8,"
-									 " $5::pg_catalog.int8, $6::pg_catalog.int8,"
-									 " $7::pg_catalog.int8[], $8::pg_catalog.int8)",
-									 8, params, "b", 1, &error)) != NULL &&
-			distseq_remote_bool(res, 0, 0))
-			(*accepted)++;
-	}
-	if (*accepted < distseq_majority(s->nmembers))
-		return psprintf("%d of the %d members took the change, %d needed",
-						*accepted, s->nmembers, distseq_majority(s->nmembers));
-	return NULL;
-}
-
-/* This node takes the change and records it: decided.  SPI connected. */
-static char *
-settle_decide(const char *schema, Settle *s)
-{
-	Oid			types[6] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8ARRAYOID, INT8ARRAYOID};
-	Datum		values[6];
-
-	values[0] = Int64GetDatum(s->c.epoch);
-	values[1] = Int64GetDatum(s->c.epoch_id);
-	values[2] = Int64GetDatum(s->epoch);
-	values[3] = Int64GetDatum(s->epoch_id);
-	values[4] = distseq_int8_array(s->c.members, s->c.nmembers);
-	values[5] = distseq_int8_array(s->members, s->nmembers);
-	if (s->known)
-	{
-		Oid			ktypes[2] = {INT8OID, INT8OID};
-		Datum		kvalues[2] = {Int64GetDatum(s->round), Int64GetDatum(s->self)};
-
-		/* decided already: this node takes it, from where it is */
-		if (!settle_accept(schema, s->epoch, s->epoch_id, s->round, s->self, s->c.epoch,
-						   s->c.epoch_id, values[4], s->self))
-		{
-			distseq_spi_exec(psprintf("SELECT 1 FROM %s.distseq_node WHERE pending"
-									  " AND epoch = $1 AND epoch_id = $2", schema),
-							 2, types, values, SPI_OK_SELECT);
-			if (SPI_processed != 1)
-				return pstrdup("this node moved on meanwhile");
-		}
-		distseq_spi_exec(psprintf("UPDATE %s.distseq_node SET proposer = $2,"
-								  " accepted_round = $1, accepted_node = $2", schema),
-						 2, ktypes, kvalues, SPI_OK_UPDATE);
-	}
-	else if (!settle_accept(schema, s->epoch, s->epoch_id, s->round, s->self, s->c.epoch,
-							s->c.epoch_id, values[4], s->self))
-		return pstrdup("a higher ballot reached this node meanwhile");
-	/* a change not finished yet is superseded by this one */
-	change_finished(schema);
-	distseq_spi_exec(psprintf("INSERT INTO %s.distseq_change (epoch, epoch_id, prev_epoch,"
-							  " prev_epoch_id, members, prev_members)"
-							  " VALUES ($1, $2, $3, $4, $5, $6)", schema),
-					 6, types, values, SPI_OK_INSERT);
-	return NULL;
-}
-
-/*
- * Settle the change from the membership this node is in, or pending from.
- * In the worker, outside any transaction: this node's promise commits on
- * its own first (once it made its promise known, it must keep it), then the
- * rounds, then the decision with the record of the change.  Phase two is
- * left to change_finish.  Returns NULL, or (in "cxt") why it did nothing.
- */
-static char *
-change_settle(MemoryContext cxt)
-{
-	const char *schema;
-	DistseqNodeState st;
-	Settle		s;
-	Promise		own;
-	bool		isnull;
-	char	   *problem = NULL;
-	int			accepted = 1;	/* this node, at the end */
-
-	memset(&s, 0, sizeof(s));
-	s.cxt = cxt;
-	distseq_xact_begin();
-	distseq_spi_connect();
-	schema = distseq_catalog_schema();
-	distseq_node_state(schema, &st);
-	s.self = st.node_id;
-	distseq_spi_exec(psprintf("SELECT COALESCE(prev_epoch, 0), COALESCE(prev_epoch_id, 0),"
-							  " COALESCE(prev_members, '{}'), promised_round FROM %s.distseq_node",
-							  schema), 0, NULL, NULL, SPI_OK_SELECT);
-	s.round = distseq_spi_int8(0, 4) + 1;
-	if (st.pending)
-	{
-		int64	   *m;
-
-		s.epoch = distseq_spi_int8(0, 1);
-		s.epoch_id = distseq_spi_int8(0, 2);
-		m = distseq_int8_values(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3,
-											  &isnull), &s.nmembers);
-		s.members = copy_ids(cxt, m, s.nmembers);
-	}
-	else
-	{
-		s.epoch = st.epoch;
-		s.epoch_id = st.epoch_id;
-		s.nmembers = st.nmembers;
-		s.members = copy_ids(cxt, st.members, st.nmembers);
-	}
-	if (s.epoch == 0 || !ids_have(s.members, s.nmembers, s.self))
-		problem = pstrdup("this node is no member of the membership it is in");
-	else
-	{
-		settle_prepare(schema, s.epoch, s.epoch_id, s.round, s.self, s.self, &own);
-		settle_tally(&s, &own);
-	}
-	SPI_finish();
-	distseq_xact_commit();
-	if (problem)
-		return MemoryContextStrdup(cxt, problem);
-
-	distseq_xact_begin();
-	distseq_spi_connect();
-	problem = settle_rounds(schema, &s, &accepted);
-	if (problem && s.seen_round >= s.round)
-	{
-		Oid			types[1] = {INT8OID};
-		Datum		values[1] = {Int64GetDatum(s.seen_round)};
-
-		/*
-		 * Refused for a higher ballot: the next try goes above it.  Raising
-		 * its own promise only makes this node refuse more.
-		 */
-		distseq_spi_exec(psprintf("UPDATE %s.distseq_node SET promised_round = $1, promised_node = 0"
-								  " WHERE promised_round < $1", schema),
-						 1, types, values, SPI_OK_UPDATE);
-	}
-	if (problem)
-		problem = MemoryContextStrdup(cxt, problem);
-	SPI_finish();
-	distseq_xact_commit();
-	if (problem)
-		return problem;
-
-	distseq_xact_begin();
-	distseq_spi_connect();
-	change_lock(schema);
-	problem = settle_decide(schema, &s);
-	if (problem)
-		problem = MemoryContextStrdup(cxt, problem);
-	SPI_finish();
-	distseq_xact_commit();
-	if (problem == NULL)
-		ereport(LOG,
-				(errmsg("distseq membership change from membership " INT64_FORMAT " settled here: %s membership " INT64_FORMAT " of %d members",
-						s.epoch, s.known ? "it was decided," :
-						s.noop ? "nothing was decided, abandoned for" : "finished,",
-						s.c.epoch, s.c.nmembers)));
-	return problem;
-}
-
-/*
- * Must this node settle the change from its membership before it proposes
- * one: pending in a change of another node; having promised a ballot (its
- * own moves of round 0 would be refused); or active while a member it
- * reaches is in a change from its membership: pending (in flight, or left
- * by a proposer that is lost: moves of round 0 would not reach a
- * majority), or active in it (decided, and this node, left behind, waits
- * for a phase two that a lost proposer never runs; settling takes it).
- * SPI connected.
- */
-static bool
-settle_needed(const char *schema, DistseqNodeState *st)
-{
-	if (!settle_catalog())
-		return false;
-	if (st->pending)
-		return st->proposer != st->node_id;
-	distseq_spi_exec(psprintf("SELECT 1 FROM %s.distseq_node WHERE promised_round > 0", schema),
-					 0, NULL, NULL, SPI_OK_SELECT);
-	if (SPI_processed == 1)
-		return true;
-	if (!distseq_is_member(st, st->node_id))
-		return false;
-	for (int i = 0; i < st->nmembers; i++)
-	{
-		DistseqPeer *peer;
-		DistseqRemoteResult *res;
-		char	   *error = NULL;
-
-		if (st->members[i] == st->node_id ||
-			(peer = distseq_peer_of(schema, st->members[i])) == NULL ||
-			(res = distseq_peer_exec(peer, "SELECT epoch FROM %s.distseq_peer_state()",
-									 0, NULL, "l", 1, &error)) == NULL)
-			continue;
-		if (distseq_remote_int8(res, 0, 0) == st->epoch + 1)
-			return true;
-	}
-	return false;
-}
-
 /*
  * Run a change that distseq_add_peer() or distseq_remove_peer() asked for,
  * in the worker, outside any transaction.  Returns NULL, or (in "cxt") why
@@ -1736,12 +565,12 @@ distseq_change_run(char op, const char *server_name, Oid userid, MemoryContext c
 	/* a change from this membership left half done: settle it first */
 	distseq_xact_begin();
 	distseq_spi_connect();
-	check_minor();
+	distseq_member_check_changes();
 	distseq_node_state(distseq_catalog_schema(), &st);
-	settle = settle_needed(distseq_catalog_schema(), &st);
+	settle = distseq_settle_needed(distseq_catalog_schema(), &st);
 	SPI_finish();
 	distseq_xact_commit();
-	if (settle && (problem = change_settle(cxt)) != NULL)
+	if (settle && (problem = distseq_settle_run(cxt)) != NULL)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("could not settle the distseq membership change this node is in: %s", problem),
@@ -1750,7 +579,7 @@ distseq_change_run(char op, const char *server_name, Oid userid, MemoryContext c
 	distseq_xact_begin();
 	distseq_spi_connect();
 	schema = distseq_catalog_schema();
-	change_lock(schema);
+	distseq_member_lock_changes(schema);
 	/* members an earlier change left pending could not move: finish it */
 	(void) distseq_remote_try(resume_finish, NULL, NULL);
 	distseq_node_state(schema, &st);
@@ -1779,56 +608,4 @@ distseq_change_run(char op, const char *server_name, Oid userid, MemoryContext c
 		distseq_xact_commit();
 	}
 	return unfinished;
-}
-
-/* The checks made in the caller's backend, before the worker takes over */
-static void
-change_request(char op, const char *server_name, const char *funcname)
-{
-	distseq_check_loaded();
-	distseq_check_writable(funcname);
-	PreventInTransactionBlock(true, funcname);
-	check_minor();
-	if (op == 'a')
-	{
-		ForeignServer *server = GetForeignServerByName(server_name, false);
-
-		if (distseq_foreign_server_aclcheck(server->serverid, GetUserId(), ACL_USAGE) != ACLCHECK_OK)
-			aclcheck_error(ACLCHECK_NO_PRIV, OBJECT_FOREIGN_SERVER, server->servername);
-		if (strcmp(GetForeignDataWrapper(server->fdwid)->fdwname, "distseq") != 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_WRONG_OBJECT_TYPE),
-					 errmsg("server \"%s\" does not use the distseq foreign-data wrapper",
-							server_name)));
-	}
-	distseq_worker_change(MyDatabaseId, op, server_name, GetUserId());
-}
-
-PG_FUNCTION_INFO_V1(distseq_add_peer);
-
-/*
- * Make a foreign server of the distseq wrapper a peer of this node.  If its
- * node is not a member yet, it joins: it must be fresh (no window of its
- * own), and a majority of the members must be reachable.  Run it on every
- * node for every other node, so each can reach all the others.
- */
-Datum
-distseq_add_peer(PG_FUNCTION_ARGS)
-{
-	change_request('a', NameStr(*PG_GETARG_NAME(0)), "distseq_add_peer()");
-	PG_RETURN_VOID();
-}
-
-PG_FUNCTION_INFO_V1(distseq_remove_peer);
-
-/*
- * Forget a peer here; if it is a member, it leaves the group (it may be
- * down for good).  A majority of the members must be reachable, and of a
- * group of two, both.
- */
-Datum
-distseq_remove_peer(PG_FUNCTION_ARGS)
-{
-	change_request('r', NameStr(*PG_GETARG_NAME(0)), "distseq_remove_peer()");
-	PG_RETURN_VOID();
 }

@@ -424,10 +424,18 @@ extern const int64 *distseq_remote_int8s(const DistseqRemoteResult *r, int row, 
 extern const char *distseq_remote_schema(RemoteConn *rc);
 extern void distseq_remote_close_all(void);
 extern bool distseq_remote_try(void (*fn) (void *), void *arg, char **error);
+extern bool distseq_remote_unanswered(int sqlerrcode);
+
+/* src/rest.c */
 extern bool distseq_remote_resting(Oid serverid, const char **error);
 extern void distseq_remote_rest(Oid serverid, const char *error);
 extern void distseq_remote_wake_all(void);
-extern bool distseq_remote_unanswered(int sqlerrcode);
+
+/* src/answer.c (struct pg_result is libpq's PGresult) */
+struct pg_result;
+extern DistseqRemoteResult *distseq_remote_parse(const char *peer, struct pg_result *res,
+												 const char *sql, const char *columns,
+												 int nrows);
 
 /* src/member.c */
 typedef struct DistseqNodeState
@@ -441,6 +449,71 @@ typedef struct DistseqNodeState
 	int64		proposer;		/* ... proposed by this node */
 } DistseqNodeState;
 
+/* A sequence's high-water mark, as a change collects them */
+typedef struct DistseqMark
+{
+	char	   *name;
+	int64		hwm;
+} DistseqMark;
+
+/* A change from one membership to the next, as distseq_change records it */
+typedef struct DistseqChange
+{
+	int64		epoch;
+	int64		epoch_id;
+	int64		prev_epoch;
+	int64		prev_epoch_id;
+	int			nmembers;
+	int64	   *members;
+	int			nprev;
+	int64	   *prev;
+} DistseqChange;
+
+/* What a node answers a prepare with (distseq_peer_prepare) */
+typedef struct DistseqPromise
+{
+	char		answer;			/* 'p'romise, 'd'ecided, 'r'efused, 'e'lsewhere */
+	int64		promised_round;
+	int64		promised_node;
+	int64		accepted_round;
+	int64		accepted_node;
+	bool		pending;
+	int64		epoch;			/* the change it took, or the membership after */
+	int64		epoch_id;
+	int			nmembers;
+	int64	   *members;
+} DistseqPromise;
+
+extern int	distseq_majority(int n);
+extern bool distseq_is_member(DistseqNodeState *st, int64 node_id);
+extern char *distseq_hwm_expr(const char *schema);
+extern bool distseq_has_peers(const char *schema);
+extern void distseq_not_member_error(const char *schema, DistseqNodeState *st);
+extern void distseq_check_in_group(const char *schema);
+extern void distseq_node_verify(const char *schema);
+extern void distseq_node_state(const char *schema, DistseqNodeState *state);
+extern bool distseq_member_cas(const char *schema, Datum name, int64 epoch,
+							   int64 epoch_id, int64 expected, int64 new_hwm);
+extern void distseq_member_lock_changes(const char *schema);
+extern bool distseq_member_settles(void);
+extern void distseq_member_check_changes(void);
+extern void distseq_member_move(const char *schema, int64 epoch, int64 epoch_id,
+								int64 new_epoch, int64 new_epoch_id, Datum members,
+								int64 proposer, int64 node_id, bool join);
+extern bool distseq_member_revert(const char *schema, int64 epoch, int64 epoch_id);
+extern List *distseq_member_marks(const char *schema, int64 epoch, int64 epoch_id,
+								  MemoryContext cxt);
+extern void distseq_member_activate(const char *schema, Datum *args);
+extern void distseq_member_promise(const char *schema, int64 epoch, int64 epoch_id,
+								   int64 round, int64 settler, int64 node_id,
+								   DistseqPromise *p);
+extern bool distseq_member_accept(const char *schema, int64 epoch, int64 epoch_id,
+								  int64 round, int64 settler, int64 new_epoch,
+								  int64 new_epoch_id, Datum members, int64 node_id);
+extern void distseq_member_changes_finished(const char *schema);
+extern void distseq_member_record_change(const char *schema, const DistseqChange *c);
+
+/* src/client.c */
 typedef struct DistseqPeer
 {
 	int64		node_id;
@@ -449,23 +522,74 @@ typedef struct DistseqPeer
 	char		name[NAMEDATALEN];
 } DistseqPeer;
 
-extern int	distseq_majority(int n);
-extern bool distseq_is_member(DistseqNodeState *st, int64 node_id);
-extern bool distseq_has_peers(const char *schema);
-extern void distseq_not_member_error(const char *schema, DistseqNodeState *st);
-extern void distseq_check_in_group(const char *schema);
-extern void distseq_node_verify(const char *schema);
-extern void distseq_node_state(const char *schema, DistseqNodeState *state);
-extern DistseqPeer *distseq_peer_of(const char *schema, int64 node_id);
-extern RemoteConn *distseq_peer_connect(DistseqPeer *peer);
-extern DistseqRemoteResult *distseq_peer_exec(DistseqPeer *peer, const char *sql,
-											 int nparams, const char **params,
-											 const char *columns, int nrows,
-											 char **error);
-extern bool distseq_peer_do(DistseqPeer *peer, const char *sql, int nparams,
-							const char **params, char **error);
-extern bool distseq_member_cas(const char *schema, Datum name, int64 epoch,
-							   int64 epoch_id, int64 expected, int64 new_hwm);
+extern DistseqPeer *distseq_client_of(const char *schema, int64 node_id);
+extern RemoteConn *distseq_client_connect(DistseqPeer *peer);
+extern DistseqPeer *distseq_client_or_error(const char *schema, int64 node_id,
+											char **error);
+
+/* one function per call of a peer */
+extern bool distseq_call_join(DistseqPeer *peer, const DistseqChange *c, int64 proposer,
+							  int64 node_id, char **error);
+extern bool distseq_call_move(DistseqPeer *peer, const DistseqChange *c, int64 proposer,
+							  int64 node_id, char **error);
+extern bool distseq_call_revert(DistseqPeer *peer, int64 epoch, int64 epoch_id,
+								char **error);
+extern bool distseq_call_marks(DistseqPeer *peer, int64 epoch, int64 epoch_id,
+							   List **marks, char **error);
+extern bool distseq_call_activate(DistseqPeer *peer, const DistseqChange *c, Datum names,
+								  Datum hwms, int64 node_id, char **error);
+extern bool distseq_call_decided(DistseqPeer *peer, int64 epoch, int64 epoch_id,
+								 int64 proposer, bool *decided, char **error);
+extern bool distseq_call_epoch(DistseqPeer *peer, int64 *epoch, char **error);
+extern bool distseq_call_prepare(DistseqPeer *peer, int64 epoch, int64 epoch_id,
+								 int64 round, int64 settler, int64 node_id,
+								 DistseqPromise *p, char **error);
+extern bool distseq_call_accept(DistseqPeer *peer, int64 epoch, int64 epoch_id,
+								int64 round, int64 settler, const DistseqChange *c,
+								int64 node_id, bool *accepted, char **error);
+extern void distseq_call_candidate(DistseqPeer *peer, DistseqNodeState *st,
+								   bool *has_windows);
+
+/* How a member sees the group, and whether it has a sequence */
+typedef struct DistseqMemberView
+{
+	bool		has_sequence;
+	int64		epoch;
+	int64		epoch_id;
+	int			nmembers;
+	const int64 *members;
+	bool		active;			/* said it is not pending (version 1.3 says nothing) */
+} DistseqMemberView;
+
+extern bool distseq_call_view(DistseqPeer *peer, const char *name, DistseqMemberView *v,
+							  char **error);
+extern bool distseq_call_hwm(DistseqPeer *peer, const char *name, bool *has_hwm,
+							 int64 *hwm, char **error);
+extern bool distseq_call_create(DistseqPeer *peer, const char *name, int32 block_size,
+								int64 window_size, int64 start_value, int64 max_value,
+								int32 min_open, int64 top, char **error);
+extern bool distseq_call_cas(DistseqPeer *peer, const char *name, int64 epoch,
+							 int64 epoch_id, int64 expected, int64 new_hwm, bool *won,
+							 char **error);
+extern bool distseq_call_setval(DistseqPeer *peer, const char *name, int64 value,
+								bool apply, bool *has_top, int64 *top, char **error);
+extern bool distseq_call_alter(DistseqPeer *peer, const char *name, int32 block_size,
+							   int64 window_size, int64 max_value, int32 min_open,
+							   bool apply, bool *has_top, int64 *top, char **error);
+
+/* How a peer is doing, for distseq_peers */
+typedef struct DistseqProbe
+{
+	int64		epoch;
+	int32		members;
+	bool		has_windows;	/* false when the peer has no sequence */
+	int64		open_windows;
+	Datum		runway;			/* numeric, or 0 for NULL */
+	bool		has_pending;	/* false from version 1.3 */
+	bool		pending;
+} DistseqProbe;
+
+extern bool distseq_call_probe(DistseqPeer *peer, DistseqProbe *p, char **error);
 
 /* src/change.c */
 extern void distseq_change_resume(void);
@@ -474,6 +598,13 @@ extern bool distseq_change_learn(const char *schema, DistseqNodeState *st, int64
 								 int64 informant);
 extern char *distseq_change_run(char op, const char *server_name, Oid userid,
 								MemoryContext cxt);
+
+/* src/settle.c */
+extern bool distseq_settle_needed(const char *schema, DistseqNodeState *st);
+extern char *distseq_settle_run(MemoryContext cxt);
+
+/* src/redefine.c */
+extern Datum distseq_redefine_peer(FunctionCallInfo fcinfo, bool alter);
 
 /* src/agent.c */
 typedef struct DistseqAgentResult
@@ -602,7 +733,6 @@ extern void distseq_xact_commit(void);
 extern void distseq_slots(int64 start_value, int64 max_value, int32 stripes,
 						  int32 stripe, int64 *first, int64 *last);
 extern int64 distseq_room(int64 top, int64 last, int64 size);
-extern char *distseq_hwm_expr(const char *schema);
 extern void distseq_note_windows(const char *schema, int minor);
 
 /* A sequence as the reservation needs it: windows count slots */

@@ -1,9 +1,11 @@
 /*-------------------------------------------------------------------------
  *
  * member.c
- *	  Membership of a group of nodes: this node's identity and view
- *	  (distseq_node), how it reaches the others (distseq_peer), the
- *	  functions peers call on each other, and adding or removing a member.
+ *	  This node's identity and its view of the membership of its group
+ *	  (distseq_node), the one majority function, and every step that
+ *	  changes the membership row here: the same step whether a peer asks
+ *	  for it (peer.c) or this node's proposer or settler takes it for itself
+ *	  (change.c, settle.c).
  *
  * The membership in force is named by (epoch, epoch_id).  Every
  * compare-and-set of a high-water mark (agent.c) names the epoch it
@@ -11,11 +13,20 @@
  * stale view of the membership cannot win anything.
  *
  * A member in a change of membership that is not active on it yet is
- * pending, and refuses every compare-and-set; change.c changes the
- * membership.
+ * pending, and refuses every compare-and-set; change.c says how a change
+ * goes, and in which order its steps are taken on the members.
  *
- * Functions peers call run with the extension owner's rights, each in its
- * own transaction on the callee, committed synchronously.
+ * The high-water mark each member keeps of a sequence (distseq_hwm_expr)
+ * is read here for the compare-and-set and a change's marks, and by the
+ * window allocator (windows.c), which sits above this file.
+ *
+ * Locking: distseq_node has one row.  A compare-and-set and the marks a
+ * change collects hold a share lock on it (FOR SHARE), so every step that
+ * updates it waits for them and makes later ones fail; a prepare locks it
+ * FOR UPDATE.  distseq_change is locked in SHARE ROW EXCLUSIVE mode while
+ * a change is decided here or a peer asks whether it was
+ * (distseq_member_lock_changes).  Every function here runs with SPI
+ * connected, in the caller's transaction.
  *
  *-------------------------------------------------------------------------
  */
@@ -36,8 +47,19 @@
 #include "utils/builtins.h"
 #include "utils/lsyscache.h"
 
-/* The high-water mark of a sequence row "s" in the catalog, in slots */
-#define HWM_EXPR(schema) distseq_hwm_expr(schema)
+/*
+ * The high-water mark of a sequence row "s", in slots: at least the top of
+ * its highest window, whatever the column says (a rejoin adds windows).
+ */
+char *
+distseq_hwm_expr(const char *schema)
+{
+	return psprintf("GREATEST(COALESCE(s.hwm, s.start_value),"
+					" COALESCE((SELECT w.window_end FROM %s.distseq_windows w"
+					" WHERE w.sequence_name = s.sequence_name"
+					" ORDER BY w.window_start DESC LIMIT 1), s.start_value))",
+					schema);
+}
 
 /* This node's identity and membership view.  SPI must be connected. */
 void
@@ -181,222 +203,6 @@ distseq_node_verify(const char *schema)
 					 3, types, values, SPI_OK_UPDATE);
 }
 
-PG_FUNCTION_INFO_V1(distseq_accept_promotion);
-
-/*
- * Let a promoted synchronous standby of a member take the member's place.
- * The administrator vouches for what this node cannot see: that every
- * commit of the old primary waited for this standby (so it holds all the
- * member promised), and that the old primary never comes back.  Only the
- * timeline may differ from where the member was made.
- */
-Datum
-distseq_accept_promotion(PG_FUNCTION_ARGS)
-{
-	const char *schema;
-	Oid			types[3] = {INT8OID, INT8OID, INT8OID};
-	Datum		values[3];
-
-	distseq_check_loaded();
-	distseq_check_writable("distseq_accept_promotion()");
-	distseq_spi_connect();
-	schema = distseq_catalog_schema();
-	values[0] = Int64GetDatum((int64) GetSystemIdentifier());
-	values[1] = Int64GetDatum((int64) distseq_timeline());
-	values[2] = Int64GetDatum((int64) MyDatabaseId);
-	distseq_spi_exec(psprintf("UPDATE %s.distseq_node SET origin_timeline = $2"
-							  " WHERE origin_system = $1 AND origin_database = $3::oid"
-							  "   AND origin_timeline < $2 AND (epoch > 0 OR cardinality(members) > 1)",
-							  schema), 3, types, values, SPI_OK_UPDATE);
-	if (SPI_processed != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("this distseq node is not a promoted standby of a member"),
-				 errdetail("Only a member found on a newer timeline of the server and database it was made on can take its own place.")));
-	/* its sequences are the member's too: no rejoin for them */
-	distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences SET origin_timeline = $2"
-							  " WHERE origin_system = $1 AND origin_database = $3::oid"
-							  "   AND origin_timeline < $2", schema),
-					 3, types, values, SPI_OK_UPDATE);
-	SPI_finish();
-	distseq_worker_wake(MyDatabaseId);
-	PG_RETURN_VOID();
-}
-
-/* How to reach a member, or NULL when this node has no server for it */
-DistseqPeer *
-distseq_peer_of(const char *schema, int64 node_id)
-{
-	Oid			types[1] = {INT8OID};
-	Datum		values[1] = {Int64GetDatum(node_id)};
-	DistseqPeer *peer;
-	ForeignServer *server;
-
-	distseq_spi_exec(psprintf("SELECT server_name::text, added_by::int8 FROM %s.distseq_peer"
-					  " WHERE node_id = $1", schema),
-			 1, types, values, SPI_OK_SELECT);
-	if (SPI_processed != 1)
-		return NULL;
-	peer = palloc0(sizeof(DistseqPeer));
-	peer->node_id = node_id;
-	strlcpy(peer->name, SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1),
-			NAMEDATALEN);
-	peer->added_by = (Oid) distseq_spi_int8(0, 2);
-	server = GetForeignServerByName(peer->name, true);
-	if (server == NULL)
-		return NULL;
-	peer->serverid = server->serverid;
-	return peer;
-}
-
-/*
- * The connection to a peer, with the user mapping of the role that added
- * it, only while that role may use the server: as a refill checks the
- * sequence owner's right at each refill, and dblink at each connection.
- */
-RemoteConn *
-distseq_peer_connect(DistseqPeer *peer)
-{
-	if (distseq_foreign_server_aclcheck(peer->serverid, peer->added_by, ACL_USAGE) != ACLCHECK_OK)
-	{
-		char	   *role = GetUserNameFromId(peer->added_by, true);
-
-		ereport(ERROR,
-				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
-				 errmsg("role \"%s\", which added distseq peer \"%s\", may no longer use its server",
-						role ? role : psprintf("%u", peer->added_by), peer->name),
-				 errhint("Grant USAGE on the server to that role again, or run distseq_add_peer() again as a role that may use it.")));
-	}
-	return distseq_remote_get(peer->serverid, peer->added_by);
-}
-
-/* One statement on a peer, in distseq_remote_try() */
-typedef struct PeerCall
-{
-	DistseqPeer *peer;
-	const char *sql;
-	int			nparams;
-	const char **params;
-	const char *columns;		/* NULL: the answer does not matter */
-	int			nrows;
-	DistseqRemoteResult *res;
-} PeerCall;
-
-static void
-peer_call(void *arg)
-{
-	PeerCall   *c = arg;
-	RemoteConn *rc = distseq_peer_connect(c->peer);
-	char	   *sql = psprintf(c->sql, distseq_remote_schema(rc));
-
-	if (c->columns)
-		c->res = distseq_remote_query(rc, sql, c->nparams, c->params, c->columns,
-									  c->nrows);
-	else
-		distseq_remote_command(rc, sql, c->nparams, c->params);
-}
-
-/*
- * Run "sql" (%s stands for the peer's schema) on a peer, in a
- * subtransaction, and return its answer checked as distseq_remote_query()
- * does; NULL, with the message in *error, on failure or a bad answer.
- */
-DistseqRemoteResult *
-distseq_peer_exec(DistseqPeer *peer, const char *sql, int nparams, const char **params,
-				  const char *columns, int nrows, char **error)
-{
-	PeerCall	c = {peer, sql, nparams, params, columns, nrows, NULL};
-
-	if (!distseq_remote_try(peer_call, &c, error))
-		return NULL;
-	return c.res;
-}
-
-/* The same, for a statement whose answer does not matter */
-bool
-distseq_peer_do(DistseqPeer *peer, const char *sql, int nparams, const char **params,
-				char **error)
-{
-	PeerCall	c = {peer, sql, nparams, params, NULL, 0, NULL};
-
-	return distseq_remote_try(peer_call, &c, error);
-}
-
-static Datum
-return_row(FunctionCallInfo fcinfo, Datum *values, bool *nulls)
-{
-	TupleDesc	tupdesc;
-
-	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
-	return HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(tupdesc), values, nulls));
-}
-
-/* ---- functions peers call ---- */
-
-PG_FUNCTION_INFO_V1(distseq_peer_state);
-
-Datum
-distseq_peer_state(PG_FUNCTION_ARGS)
-{
-	MemoryContext caller = CurrentMemoryContext;
-	DistseqNodeState st;
-	Datum		values[5];
-	bool		nulls[5] = {0};
-	Datum		result;
-
-	distseq_check_primary("distseq_peer_state()");
-	distseq_spi_connect();
-	distseq_node_state(distseq_catalog_schema(), &st);
-	/* a restarted node's worker, which finishes changes, starts on demand */
-	if (st.pending)
-		distseq_worker_wake(MyDatabaseId);
-	values[0] = Int64GetDatum(st.node_id);
-	values[1] = Int64GetDatum(st.epoch);
-	values[2] = Int64GetDatum(st.epoch_id);
-	values[4] = BoolGetDatum(st.pending);	/* not in version 1.3's row */
-	/* the result must outlive SPI's memory */
-	MemoryContextSwitchTo(caller);
-	values[3] = distseq_int8_array(st.members, st.nmembers);
-	result = return_row(fcinfo, values, nulls);
-	SPI_finish();
-	return result;
-}
-
-PG_FUNCTION_INFO_V1(distseq_peer_hwm);
-
-Datum
-distseq_peer_hwm(PG_FUNCTION_ARGS)
-{
-	const char *schema;
-	Oid			types[1] = {TEXTOID};
-	Datum		values[3];
-	bool		nulls[3] = {0};
-
-	distseq_check_primary("distseq_peer_hwm()");
-	distseq_spi_connect();
-	schema = distseq_catalog_schema();
-	values[0] = PG_GETARG_DATUM(0);
-
-	/*
-	 * A node without the sequence answers with the seed it was given when
-	 * it joined (NULL if none): that is all it may have promised.
-	 */
-	distseq_spi_exec(psprintf("SELECT COALESCE((SELECT %s FROM %s.distseq_sequences s"
-							  "                 WHERE s.sequence_name = $1),"
-							  "                (SELECT hwm FROM %s.distseq_seed WHERE sequence_name = $1)),"
-							  " n.epoch, n.epoch_id FROM %s.distseq_node n",
-							  HWM_EXPR(schema), schema, schema, schema),
-					 1, types, values, SPI_OK_SELECT);
-	nulls[0] = SPI_tuptable->vals[0] == NULL ||
-		SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1) == NULL;
-	values[0] = Int64GetDatum(distseq_spi_int8(0, 1));
-	values[1] = Int64GetDatum(distseq_spi_int8(0, 2));
-	values[2] = Int64GetDatum(distseq_spi_int8(0, 3));
-	SPI_finish();
-	return return_row(fcinfo, values, nulls);
-}
-
 /*
  * Raise a high-water mark from at most "expected" to "new_hwm", if this
  * node is in the epoch the caller believes in.  The share lock on the node
@@ -424,240 +230,367 @@ distseq_member_cas(const char *schema, Datum name, int64 epoch, int64 epoch_id,
 	values[2] = Int64GetDatum(new_hwm);
 	distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences s SET hwm = $3"
 					  " WHERE s.sequence_name = $1 AND %s <= $2",
-					  schema, HWM_EXPR(schema)),
+					  schema, distseq_hwm_expr(schema)),
 			 3, types, values, SPI_OK_UPDATE);
 	return SPI_processed == 1;
 }
 
-PG_FUNCTION_INFO_V1(distseq_peer_cas);
-
-Datum
-distseq_peer_cas(PG_FUNCTION_ARGS)
+/* Serialize changes made here, and answers about them (distseq_peer_decided) */
+void
+distseq_member_lock_changes(const char *schema)
 {
-	bool		won;
-
-	distseq_check_writable("distseq_peer_cas()");
-	distseq_spi_connect();
-	won = distseq_member_cas(distseq_catalog_schema(), PG_GETARG_DATUM(0),
-					 PG_GETARG_INT64(1), PG_GETARG_INT64(2),
-					 PG_GETARG_INT64(3), PG_GETARG_INT64(4));
-	SPI_finish();
-	PG_RETURN_BOOL(won);
+	distseq_spi_exec(psprintf("LOCK TABLE %s.distseq_change IN SHARE ROW EXCLUSIVE MODE", schema),
+					 0, NULL, NULL, SPI_OK_UTILITY);
 }
 
-PG_FUNCTION_INFO_V1(distseq_peer_sequences);
-
-Datum
-distseq_peer_sequences(PG_FUNCTION_ARGS)
+/* Version 1.7 keeps ballots: any member can settle a change (settle.c) */
+bool
+distseq_member_settles(void)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	const char *schema;
-
-	distseq_check_primary("distseq_peer_sequences()");
-	InitMaterializedSRF(fcinfo, 0);
-	distseq_spi_connect();
-	schema = distseq_catalog_schema();
-	distseq_spi_exec(psprintf("SELECT s.sequence_name, s.block_size::int8, s.window_size,"
-					  " s.start_value, s.max_value, s.min_open_windows::int8,"
-					  " EXISTS (SELECT 1 FROM %s.distseq_windows w"
-					  "         WHERE w.sequence_name = s.sequence_name)"
-					  " FROM %s.distseq_sequences s WHERE s.stripes = 1 AND s.servers IS NULL",
-					  schema, schema),
-			 0, NULL, NULL, SPI_OK_SELECT);
-	for (uint64 i = 0; i < SPI_processed; i++)
-	{
-		Datum		values[7];
-		bool		nulls[7] = {0};
-		bool		isnull;
-
-		values[0] = CStringGetTextDatum(SPI_getvalue(SPI_tuptable->vals[i],
-													 SPI_tuptable->tupdesc, 1));
-		values[1] = Int32GetDatum((int32) distseq_spi_int8(i, 2));
-		values[2] = Int64GetDatum(distseq_spi_int8(i, 3));
-		values[3] = Int64GetDatum(distseq_spi_int8(i, 4));
-		values[4] = Int64GetDatum(distseq_spi_int8(i, 5));
-		values[5] = Int32GetDatum((int32) distseq_spi_int8(i, 6));
-		values[6] = SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 7, &isnull);
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-	}
-	SPI_finish();
-	return (Datum) 0;
+	return distseq_catalog_minor() >= 7;
 }
 
-PG_FUNCTION_INFO_V1(distseq_peer_create);
+/* Version 1.4 keeps what a change needs: earlier ones cannot take part */
+void
+distseq_member_check_changes(void)
+{
+	if (distseq_catalog_minor() < 4)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("membership changes need version 1.4 of extension \"distseq\""),
+				 errhint("Run ALTER EXTENSION distseq UPDATE on every node.")));
+}
 
 /*
- * Create a sequence a peer introduced, seeded with a high-water mark at
- * least as high as every window won so far.  No window is made here: with
- * peers, windows come only from the agent.
+ * Phase one on this node: move from (epoch, epoch_id), active, to the new
+ * membership, pending.  Taking the same step again is a no-op.  The update
+ * of the node row waits for compare-and-sets in flight here (they hold a
+ * share lock on it) and makes every later one fail.
+ *
+ * A node that joins ("join") moves instead from being fresh: alone, never
+ * in a group, and never having made a window of a sequence the agent
+ * keeps.  From then on it can no longer make one on its own (it has been in
+ * a group, distseq_has_peers).  Making windows alone updates the node row
+ * (distseq_note_windows): a join that waited for that row checks the flag
+ * again when it goes on, which a check of distseq_windows would not do.
+ * Or it moves from being out of the group it was in, not pending: every
+ * window it ever won was won in a membership before the one that left it
+ * out, so lies below the marks phase two gives it, and it can win no other
+ * (distseq_not_member_error).  A member removed while it could not hear of
+ * it is not out here until it has learned so (distseq_change_learn).
  */
-Datum
-distseq_peer_create(PG_FUNCTION_ARGS)
+void
+distseq_member_move(const char *schema, int64 epoch, int64 epoch_id, int64 new_epoch,
+					int64 new_epoch_id, Datum members, int64 proposer, int64 node_id,
+					bool join)
 {
-	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
-	DistseqDef	def;
-	const char *schema;
-	Oid			types[2] = {TEXTOID, INT8OID};
-	Datum		values[2];
+	Oid			types[7] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8ARRAYOID, INT8OID,
+	INT8OID};
+	Datum		values[7];
+	bool		settle = distseq_member_settles();
 
-	distseq_check_loaded();
-	distseq_check_writable("distseq_peer_create()");
-	distseq_check_name(name);
-	if (PG_GETARG_INT32(5) < 1 || PG_GETARG_INT32(5) > DISTSEQ_MAX_OPEN_WINDOWS ||
-		PG_GETARG_INT32(1) < 1 || PG_GETARG_INT64(2) < 1)
+	distseq_node_verify(schema);
+	values[0] = Int64GetDatum(epoch);
+	values[1] = Int64GetDatum(epoch_id);
+	values[2] = Int64GetDatum(new_epoch);
+	values[3] = Int64GetDatum(new_epoch_id);
+	values[4] = members;
+	values[5] = Int64GetDatum(proposer);
+	values[6] = Int64GetDatum(node_id);
+
+	/*
+	 * The node must be the one the proposer means, not another installed at
+	 * its address; and a repeated step must have come from the same place.
+	 */
+	/*
+	 * From 1.7 this is round 0 of settling the change from E0 (see
+	 * distseq_settle_run): a node that promised a ballot takes no step of it.
+	 */
+	distseq_spi_exec(psprintf("SELECT 1 FROM %s.distseq_node"
+							  " WHERE node_id = $7 AND epoch = $3 AND epoch_id = $4 AND pending"
+							  "   AND proposer = $6 AND prev_epoch = $1 AND prev_epoch_id = $2%s",
+							  schema, settle ? " AND promised_round = 0" : ""),
+					 7, types, values, SPI_OK_SELECT);
+	if (SPI_processed == 1)
+		return;
+	distseq_spi_exec(psprintf("UPDATE %s.distseq_node n SET epoch = $3, epoch_id = $4,"
+							  " members = $5, pending = true, proposer = $6, prev_epoch = epoch,"
+							  " prev_epoch_id = epoch_id, prev_members = members%s"
+							  " WHERE n.node_id = $7 AND %s",
+							  schema,
+							  !settle ? "" : join ?
+							  ", promised_round = 0, promised_node = 0, accepted_round = 0, accepted_node = 0" :
+							  ", accepted_round = 0, accepted_node = 0",
+							  join ?
+							  "NOT n.pending AND ((n.epoch = 0 AND n.members = ARRAY[n.node_id]"
+							  " AND NOT n.made_windows) OR (n.epoch > 0 AND n.node_id <> ALL (n.members)))" :
+							  settle ?
+							  "n.epoch = $1 AND n.epoch_id = $2 AND NOT n.pending AND n.promised_round = 0" :
+							  "n.epoch = $1 AND n.epoch_id = $2 AND NOT n.pending"),
+					 7, types, values, SPI_OK_UPDATE);
+	if (SPI_processed != 1 && join)
 		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("invalid definition of distseq sequence \"%s\"", name)));
-	if (distseq_catalog_lookup(name, &def))
-		PG_RETURN_BOOL(false);
-	distseq_catalog_create(name, GetUserId(), PG_GETARG_INT32(1),
-						   PG_GETARG_INT64(2), PG_GETARG_INT64(3),
-						   PG_GETARG_INT64(4), PG_GETARG_INT32(5), 1, 0,
-						   (Datum) 0);
-	distseq_spi_connect();
-	schema = distseq_catalog_schema();
-	values[0] = PG_GETARG_DATUM(0);
-	values[1] = PG_GETARG_DATUM(6);
-	distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences SET hwm = GREATEST($2,"
-							  " (SELECT hwm FROM %s.distseq_seed WHERE sequence_name = $1))"
-							  " WHERE sequence_name = $1",
-							  schema, schema), 2, types, values, SPI_OK_UPDATE);
-	SPI_finish();
-	PG_RETURN_BOOL(true);
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("this distseq node cannot join: it is not fresh"),
+				 errdetail("A node joins only before it has peers or windows of its own, or once it knows it is no longer a member of its group, so that no value it issued can collide.")));
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("distseq membership changed concurrently"),
+				 errhint("Look at distseq_peers on every node and try again.")));
 }
 
-typedef struct PeerProbe
+/* Go back from a pending membership whose change was not decided */
+bool
+distseq_member_revert(const char *schema, int64 epoch, int64 epoch_id)
 {
-	DistseqPeer *peer;
-	int64		epoch;
-	int32		members;
-	bool		has_windows;	/* false when the peer has no sequence */
-	int64		open_windows;
-	Datum		runway;			/* numeric, or 0 for NULL */
-	bool		has_pending;	/* false from version 1.3 */
-	bool		pending;
-} PeerProbe;
+	Oid			types[2] = {INT8OID, INT8OID};
+	Datum		values[2] = {Int64GetDatum(epoch), Int64GetDatum(epoch_id)};
 
-static void
-peer_probe(void *arg)
-{
-	PeerProbe  *p = arg;
-	RemoteConn *rc = distseq_peer_connect(p->peer);
-	const char *schema = distseq_remote_schema(rc);
-	DistseqRemoteResult *res;
-
-	/* from 1.5 on, not through the view: see distseq_peer_runway() */
-	res = distseq_remote_query(rc,
-							   psprintf(strcmp(schema, "distseq") == 0 ?
-										"SELECT n.epoch, pg_catalog.array_length(n.members, 1),"
-										" r.open_windows, r.runway_seconds, n.pending"
-										" FROM %1$s.distseq_peer_state() n,"
-										" %1$s.distseq_peer_runway() r" :
-										"SELECT n.epoch, pg_catalog.array_length(n.members, 1),"
-										" (SELECT pg_catalog.sum(open_windows) FROM %1$s.distseq_status),"
-										" (SELECT pg_catalog.min(runway_seconds) FROM %1$s.distseq_status),"
-										" (pg_catalog.to_jsonb(n) OPERATOR(pg_catalog.->>) 'pending')::pg_catalog.bool"
-										" FROM %1$s.distseq_peer_state() n",
-										schema),
-							   0, NULL, "li?l?n?b?", 1);
-	p->epoch = distseq_remote_int8(res, 0, 0);
-	p->members = distseq_remote_isnull(res, 0, 1) ? 0 :
-		(int32) distseq_remote_int8(res, 0, 1);
-	p->has_windows = !distseq_remote_isnull(res, 0, 2);
-	if (p->has_windows)
-		p->open_windows = distseq_remote_int8(res, 0, 2);
-	p->runway = distseq_remote_isnull(res, 0, 3) ? (Datum) 0 :
-		DirectFunctionCall3(numeric_in, CStringGetDatum(distseq_remote_text(res, 0, 3)),
-							ObjectIdGetDatum(InvalidOid), Int32GetDatum(-1));
-	p->has_pending = !distseq_remote_isnull(res, 0, 4);
-	if (p->has_pending)
-		p->pending = distseq_remote_bool(res, 0, 4);
+	/* from 1.7, only a step of round 0: a change settling took on stays */
+	distseq_spi_exec(psprintf("UPDATE %s.distseq_node SET epoch = prev_epoch,"
+							  " epoch_id = prev_epoch_id, members = prev_members, pending = false,"
+							  " proposer = NULL, prev_epoch = NULL, prev_epoch_id = NULL,"
+							  " prev_members = NULL"
+							  " WHERE epoch = $1 AND epoch_id = $2 AND pending%s", schema,
+							  distseq_member_settles() ? " AND accepted_round = 0" : ""),
+					 2, types, values, SPI_OK_UPDATE);
+	return SPI_processed == 1;
 }
 
-PG_FUNCTION_INFO_V1(distseq_peer_status);
-
-/* One row per registered peer: can we reach it, and how does it see us */
-Datum
-distseq_peer_status(PG_FUNCTION_ARGS)
+/*
+ * Every mark this node holds, with the seeds of sequences it does not
+ * have, once it is in the given membership: no compare-and-set of the one
+ * before can reach it then.  SPI connected; in the caller's memory.
+ */
+List *
+distseq_member_marks(const char *schema, int64 epoch, int64 epoch_id, MemoryContext cxt)
 {
-	int			search_path_level;
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	MemoryContext cxt = CurrentMemoryContext;
-	const char *schema;
-	uint64		n;
-	DistseqPeer *peers;
+	Oid			types[2] = {INT8OID, INT8OID};
+	Datum		values[2] = {Int64GetDatum(epoch), Int64GetDatum(epoch_id)};
+	List	   *marks = NIL;
 
-	distseq_check_loaded();
-	search_path_level = distseq_pin_search_path();
-	InitMaterializedSRF(fcinfo, 0);
-	distseq_spi_connect();
-	schema = distseq_catalog_schema();
-	distseq_spi_exec(psprintf("SELECT node_id FROM %s.distseq_peer ORDER BY server_name", schema),
-			 0, NULL, NULL, SPI_OK_SELECT);
-	n = SPI_processed;
-	peers = MemoryContextAllocZero(cxt, sizeof(DistseqPeer) * Max(n, 1));
+	distseq_node_verify(schema);
+	distseq_spi_exec(psprintf("SELECT 1 FROM %s.distseq_node WHERE epoch = $1 AND epoch_id = $2"
+							  " FOR SHARE", schema), 2, types, values, SPI_OK_SELECT);
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("this distseq node is not in membership " INT64_FORMAT " (" INT64_FORMAT ")",
+						epoch, epoch_id)));
+	distseq_spi_exec(psprintf("SELECT name, max(hwm) FROM"
+							  " (SELECT s.sequence_name, %s FROM %s.distseq_sequences s"
+							  "  UNION ALL SELECT sequence_name, hwm FROM %s.distseq_seed) m(name, hwm)"
+							  " GROUP BY name", distseq_hwm_expr(schema), schema, schema),
+					 0, NULL, NULL, SPI_OK_SELECT);
+	for (uint64 i = 0; i < SPI_processed; i++)
 	{
-		int64	   *ids = palloc(sizeof(int64) * Max(n, 1));
+		DistseqMark *m = MemoryContextAlloc(cxt, sizeof(DistseqMark));
 
-		for (uint64 i = 0; i < n; i++)
-			ids[i] = distseq_spi_int8(i, 1);
-		for (uint64 i = 0; i < n; i++)
-		{
-			DistseqPeer *p = distseq_peer_of(schema, ids[i]);
-
-			if (p)
-				peers[i] = *p;
-			else
-				peers[i].node_id = ids[i];
-		}
+		m->name = MemoryContextStrdup(cxt, SPI_getvalue(SPI_tuptable->vals[i],
+														SPI_tuptable->tupdesc, 1));
+		m->hwm = distseq_spi_int8(i, 2);
+		marks = lappend(marks, m);
 	}
-	SPI_finish();
+	return marks;
+}
 
-	for (uint64 i = 0; i < n; i++)
+
+/*
+ * Phase two on this node: raise the marks and take part in the new
+ * membership.
+ */
+void
+distseq_member_activate(const char *schema, Datum *args)
+{
+	Oid			types[8] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8ARRAYOID,
+	TEXTARRAYOID, INT8ARRAYOID, INT8OID};
+
+	/*
+	 * Taken from the new membership, or from any older one of this group (a
+	 * member that missed phase one, or more than one change): every member
+	 * active in a membership holds marks above all windows won before it,
+	 * and those collected for this one lie above all windows won in the one
+	 * before.  Not from epoch 0, that of every node never in a group (a
+	 * joiner took the new membership in phase one).  And the node must be
+	 * the one the proposer knows, not another installed at its address.
+	 */
+	distseq_node_verify(schema);
+
+	/*
+	 * From 1.7 also from pending in another change from the membership
+	 * before: one settling abandoned, never decided as this one was.  In a
+	 * new membership, what it promised and took is of the instance before.
+	 */
+	distseq_spi_exec(psprintf("UPDATE %s.distseq_node n SET epoch = $1, epoch_id = $2, members = $5,"
+							  " pending = false, proposer = NULL, prev_epoch = NULL,"
+							  " prev_epoch_id = NULL, prev_members = NULL%s"
+							  " WHERE n.node_id = $8 AND"
+							  " ((n.epoch = $1 AND n.epoch_id = $2) OR (n.epoch > 0 AND n.epoch < $1)%s)",
+							  schema,
+							  !distseq_member_settles() ? "" :
+							  ", promised_round = CASE WHEN n.pending OR n.epoch <> $1 OR n.epoch_id <> $2"
+							  "   THEN 0 ELSE n.promised_round END,"
+							  " promised_node = CASE WHEN n.pending OR n.epoch <> $1 OR n.epoch_id <> $2"
+							  "   THEN 0 ELSE n.promised_node END,"
+							  " accepted_round = 0, accepted_node = 0",
+							  !distseq_member_settles() ? "" :
+							  " OR (n.pending AND n.prev_epoch = $3 AND n.prev_epoch_id = $4 AND $3 > 0)"),
+					 8, types, args, SPI_OK_UPDATE);
+	if (SPI_processed != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("this distseq node cannot take membership " INT64_FORMAT,
+						DatumGetInt64(args[0])),
+				 errdetail("It is neither in that membership nor in an older one of its group.")));
+	distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences s SET hwm = GREATEST(%s, v.hwm)"
+							  " FROM (SELECT name, max(hwm) AS hwm FROM unnest($6, $7) AS u(name, hwm)"
+							  "       GROUP BY name) v WHERE s.sequence_name = v.name",
+							  schema, distseq_hwm_expr(schema)),
+					 8, types, args, SPI_OK_UPDATE);
+	/* and for every sequence, had or not: one introduced later starts above */
+	distseq_spi_exec(psprintf("INSERT INTO %s.distseq_seed (sequence_name, hwm)"
+							  " SELECT name, max(hwm) FROM unnest($6, $7) AS v(name, hwm) GROUP BY name"
+							  " ON CONFLICT (sequence_name)"
+							  " DO UPDATE SET hwm = GREATEST(%s.distseq_seed.hwm, EXCLUDED.hwm)",
+							  schema, schema),
+					 8, types, args, SPI_OK_INSERT);
+}
+
+/*
+ * A prepare of the instance of membership (epoch, epoch_id) at ballot
+ * (round, settler) on this node, which must be node_id: a promise, if it
+ * is in that instance (active in it, or pending from it) and promised no
+ * ballot as high.  The row lock waits for a change in flight here and for
+ * the compare-and-sets.  SPI connected; the answer in SPI's memory.
+ */
+void
+distseq_member_promise(const char *schema, int64 epoch, int64 epoch_id, int64 round,
+					   int64 settler, int64 node_id, DistseqPromise *p)
+{
+	bool		isnull;
+	int64		prev_epoch;
+	int64		prev_epoch_id;
+	bool		in;
+
+	distseq_node_verify(schema);
+	distseq_spi_exec(psprintf("SELECT node_id, epoch, epoch_id, members, pending,"
+							  " COALESCE(prev_epoch, -1), COALESCE(prev_epoch_id, -1),"
+							  " promised_round, promised_node, accepted_round, accepted_node"
+							  " FROM %s.distseq_node FOR UPDATE", schema),
+					 0, NULL, NULL, SPI_OK_SELECT);
+	if (SPI_processed != 1)
+		elog(ERROR, "distseq: distseq_node must have exactly one row");
+	if (distseq_spi_int8(0, 1) != node_id)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("this distseq node is not node " INT64_FORMAT, node_id)));
+	p->epoch = distseq_spi_int8(0, 2);
+	p->epoch_id = distseq_spi_int8(0, 3);
+	p->members = distseq_int8_values(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+												   4, &isnull), &p->nmembers);
+	p->pending = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5,
+											&isnull));
+	prev_epoch = distseq_spi_int8(0, 6);
+	prev_epoch_id = distseq_spi_int8(0, 7);
+	p->promised_round = distseq_spi_int8(0, 8);
+	p->promised_node = distseq_spi_int8(0, 9);
+	p->accepted_round = distseq_spi_int8(0, 10);
+	p->accepted_node = distseq_spi_int8(0, 11);
+	in = p->pending ? (prev_epoch == epoch && prev_epoch_id == epoch_id) :
+		(p->epoch == epoch && p->epoch_id == epoch_id);
+	if (!in)
 	{
-		Datum		values[9];
-		bool		nulls[9] = {0};
-
-		values[0] = CStringGetDatum(peers[i].name);
-		values[1] = Int64GetDatum(peers[i].node_id);
-		nulls[3] = nulls[4] = nulls[5] = nulls[6] = nulls[7] = nulls[8] = true;
-		{
-			PeerProbe	probe = {&peers[i]};
-			char	   *error = NULL;
-
-			if (peers[i].serverid != InvalidOid &&
-				distseq_remote_try(peer_probe, &probe, &error))
-			{
-				values[2] = BoolGetDatum(true);
-				values[4] = Int64GetDatum(probe.epoch);
-				values[5] = Int32GetDatum(probe.members);
-				nulls[4] = nulls[5] = false;
-				if (probe.has_windows)
-				{
-					values[6] = Int64GetDatum(probe.open_windows);
-					nulls[6] = false;
-				}
-				if (probe.runway)
-				{
-					values[7] = probe.runway;
-					nulls[7] = false;
-				}
-				if (probe.has_pending)
-				{
-					values[8] = BoolGetDatum(probe.pending);
-					nulls[8] = false;
-				}
-			}
-			else
-			{
-				values[2] = BoolGetDatum(false);
-				values[3] = CStringGetTextDatum(error ? error : "no foreign server of that name");
-				nulls[3] = false;
-			}
-		}
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+		p->answer = !p->pending && p->epoch == epoch + 1 ? 'd' : 'e';
+		return;
 	}
-	distseq_unpin_search_path(search_path_level);
-	distseq_remote_close_all();
-	return (Datum) 0;
+	if (round < p->promised_round ||
+		(round == p->promised_round && settler <= p->promised_node))
+	{
+		p->answer = 'r';
+		return;
+	}
+	{
+		Oid			types[2] = {INT8OID, INT8OID};
+		Datum		values[2] = {Int64GetDatum(round), Int64GetDatum(settler)};
+
+		distseq_spi_exec(psprintf("UPDATE %s.distseq_node SET promised_round = $1, promised_node = $2",
+								  schema), 2, types, values, SPI_OK_UPDATE);
+	}
+	p->promised_round = round;
+	p->promised_node = settler;
+	p->answer = 'p';
+}
+
+/*
+ * Take the change from (epoch, epoch_id) to (new_epoch, new_epoch_id,
+ * members), pending, at ballot (round, settler), on this node if it is
+ * node_id, in that instance, and promised no higher ballot.  SPI connected.
+ */
+bool
+distseq_member_accept(const char *schema, int64 epoch, int64 epoch_id, int64 round,
+					  int64 settler, int64 new_epoch, int64 new_epoch_id, Datum members,
+					  int64 node_id)
+{
+	Oid			types[8] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8OID, INT8OID,
+	INT8ARRAYOID, INT8OID};
+	Datum		values[8];
+
+	distseq_node_verify(schema);
+	values[0] = Int64GetDatum(epoch);
+	values[1] = Int64GetDatum(epoch_id);
+	values[2] = Int64GetDatum(round);
+	values[3] = Int64GetDatum(settler);
+	values[4] = Int64GetDatum(new_epoch);
+	values[5] = Int64GetDatum(new_epoch_id);
+	values[6] = members;
+	values[7] = Int64GetDatum(node_id);
+	distseq_spi_exec(psprintf("UPDATE %s.distseq_node n SET"
+							  " prev_epoch = CASE WHEN n.pending THEN n.prev_epoch ELSE n.epoch END,"
+							  " prev_epoch_id = CASE WHEN n.pending THEN n.prev_epoch_id ELSE n.epoch_id END,"
+							  " prev_members = CASE WHEN n.pending THEN n.prev_members ELSE n.members END,"
+							  " epoch = $5, epoch_id = $6, members = $7, pending = true, proposer = $4,"
+							  " promised_round = $3, promised_node = $4,"
+							  " accepted_round = $3, accepted_node = $4"
+							  " WHERE n.node_id = $8"
+							  "   AND ((NOT n.pending AND n.epoch = $1 AND n.epoch_id = $2)"
+							  "        OR (n.pending AND n.prev_epoch = $1 AND n.prev_epoch_id = $2))"
+							  "   AND (n.promised_round, n.promised_node) <= ($3, $4)", schema),
+					 8, types, values, SPI_OK_UPDATE);
+	return SPI_processed == 1;
+}
+
+/* Nothing left to do for the changes decided here: forget who left */
+void
+distseq_member_changes_finished(const char *schema)
+{
+	distseq_spi_exec(psprintf("DELETE FROM %s.distseq_peer p USING %s.distseq_change c"
+							  " WHERE NOT c.finished AND p.node_id = ANY (c.prev_members)"
+							  "   AND p.node_id <> ALL (c.members)", schema, schema),
+					 0, NULL, NULL, SPI_OK_DELETE);
+	distseq_spi_exec(psprintf("UPDATE %s.distseq_change SET finished = true", schema),
+					 0, NULL, NULL, SPI_OK_UPDATE);
+}
+
+/*
+ * Record the change decided here, in the transaction that decides it: a
+ * change decided here before and not finished yet is superseded by it.
+ */
+void
+distseq_member_record_change(const char *schema, const DistseqChange *c)
+{
+	Oid			types[6] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8ARRAYOID, INT8ARRAYOID};
+	Datum		values[6];
+
+	values[0] = Int64GetDatum(c->epoch);
+	values[1] = Int64GetDatum(c->epoch_id);
+	values[2] = Int64GetDatum(c->prev_epoch);
+	values[3] = Int64GetDatum(c->prev_epoch_id);
+	values[4] = distseq_int8_array(c->members, c->nmembers);
+	values[5] = distseq_int8_array(c->prev, c->nprev);
+	distseq_member_changes_finished(schema);
+	distseq_spi_exec(psprintf("INSERT INTO %s.distseq_change (epoch, epoch_id, prev_epoch,"
+							  " prev_epoch_id, members, prev_members)"
+							  " VALUES ($1, $2, $3, $4, $5, $6)", schema),
+					 6, types, values, SPI_OK_INSERT);
 }

@@ -5,8 +5,9 @@
  *	  its group: distseq_setval() moves it forward, so that no server hands
  *	  out a value at or below a given one from then on; distseq_alter()
  *	  changes its block_size, window_size, max_value or min_open_windows, as
- *	  ALTER SEQUENCE does; distseq_peer_setval() and distseq_peer_alter() are
- *	  the parts a member runs for them.
+ *	  ALTER SEQUENCE does; distseq_redefine_peer() is the part a member runs
+ *	  for them, called by distseq_peer_setval() and distseq_peer_alter()
+ *	  (peer.c).
  *
  * On each server a change is made in one transaction, like a drop followed
  * by a create that keeps the relation:
@@ -393,43 +394,20 @@ typedef struct SetvalMember
 static bool
 change_ask(SetvalMember *m, const char *name, const SeqChange *c, bool apply)
 {
-	DistseqRemoteResult *res;
-	const char *params[6];
-
 	if (m->peer == NULL)
 		return false;
-	params[0] = name;
 	if (c->alter)
-	{
-		params[1] = psprintf("%d", c->block_size);
-		params[2] = psprintf(INT64_FORMAT, c->window_size);
-		params[3] = psprintf(INT64_FORMAT, c->max_value);
-		params[4] = psprintf("%d", c->min_open);
-		params[5] = apply ? "true" : "false";
-		res = distseq_peer_exec(m->peer,
-								"SELECT %s.distseq_peer_alter($1::pg_catalog.text,"
-								" $2::pg_catalog.int8, $3::pg_catalog.int8, $4::pg_catalog.int8,"
-								" $5::pg_catalog.int8, $6::pg_catalog.bool)",
-								6, params, "l?", 1, &m->error);
-	}
+		m->answered = distseq_call_alter(m->peer, name, c->block_size, c->window_size,
+										 c->max_value, c->min_open, apply, &m->has_top,
+										 &m->top, &m->error);
 	else
-	{
-		params[1] = psprintf(INT64_FORMAT, c->value);
-		params[2] = apply ? "true" : "false";
-		res = distseq_peer_exec(m->peer,
-								"SELECT %s.distseq_peer_setval($1::pg_catalog.text,"
-								" $2::pg_catalog.int8, $3::pg_catalog.bool)",
-								3, params, "l?", 1, &m->error);
-	}
-	m->answered = res != NULL;
-	if (res == NULL)
+		m->answered = distseq_call_setval(m->peer, name, c->value, apply, &m->has_top,
+										  &m->top, &m->error);
+	if (!m->answered)
 	{
 		m->error = distseq_clean_text(m->error, SETVAL_MEMBER_ERROR_SIZE);
 		return false;
 	}
-	m->has_top = !distseq_remote_isnull(res, 0, 0);
-	if (m->has_top)
-		m->top = distseq_remote_int8(res, 0, 0);
 	return true;
 }
 
@@ -478,7 +456,7 @@ change_members(const char *schema, const char *name, const SeqChange *c)
 		if (st.members[i] == st.node_id)
 			continue;
 		ms[n].node_id = st.members[i];
-		ms[n].peer = distseq_peer_of(schema, st.members[i]);
+		ms[n].peer = distseq_client_of(schema, st.members[i]);
 		n++;
 	}
 
@@ -757,24 +735,24 @@ change_peer(FunctionCallInfo fcinfo, const char *name, const SeqChange *c,
 	PG_RETURN_INT64(s.reserved_top);
 }
 
-PG_FUNCTION_INFO_V1(distseq_peer_setval);
-
+/*
+ * distseq_peer_setval() and distseq_peer_alter() (peer.c), with their
+ * arguments: the parts of distseq_setval() and distseq_alter() a member
+ * runs.
+ */
 Datum
-distseq_peer_setval(PG_FUNCTION_ARGS)
+distseq_redefine_peer(FunctionCallInfo fcinfo, bool alter)
 {
-	SeqChange	c = {.fn = "distseq_peer_setval()", .value = PG_GETARG_INT64(1)};
+	SeqChange	c = {.fn = "distseq_peer_setval()"};
 
-	return change_peer(fcinfo, text_to_cstring(PG_GETARG_TEXT_PP(0)), &c,
-					   PG_GETARG_BOOL(2));
-}
-
-PG_FUNCTION_INFO_V1(distseq_peer_alter);
-
-Datum
-distseq_peer_alter(PG_FUNCTION_ARGS)
-{
-	SeqChange	c = {.fn = "distseq_peer_alter()", .alter = true};
-
+	if (!alter)
+	{
+		c.value = PG_GETARG_INT64(1);
+		return change_peer(fcinfo, text_to_cstring(PG_GETARG_TEXT_PP(0)), &c,
+						   PG_GETARG_BOOL(2));
+	}
+	c.fn = "distseq_peer_alter()";
+	c.alter = true;
 	c.block_size = (int32) alter_arg(fcinfo, 1, "block_size", PG_INT32_MAX, 0);
 	c.window_size = alter_arg(fcinfo, 2, "window_size", PG_INT64_MAX, 0);
 	c.max_value = PG_GETARG_INT64(3);

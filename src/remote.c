@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * remote.c
- *	  Connections to peers over libpq, and the foreign-data wrapper
- *	  "distseq" whose servers and user mappings say how to reach them.
+ *	  Connections to peers over libpq, made with the servers and user
+ *	  mappings of the foreign-data wrapper "distseq" (fdw.c): a cache per
+ *	  process, bounded connect and commands, peers that rest.
  *
  * Used by the refill worker (the agent, remote refills) and by
  * administrators' backends (distseq_add_peer, distseq_peers); never by
@@ -29,8 +30,7 @@
  * remote refill), it serves the other refills of its database between
  * wake-ups (distseq_between_steps): one slow peer costs only the
  * sequence that waits on it.  Peers that did not answer rest for a while
- * (distseq_remote_rest) so that a hung one costs a timeout only now and
- * then.
+ * (rest.c) so that a hung one costs a timeout only now and then.
  *
  * Connections are kept per process, one per user mapping and local role
  * (the PUBLIC mapping serves many roles, and whether a role must use a
@@ -49,15 +49,20 @@
  * libpq's message, which may name the host, port and user.
  *
  * Every answer is checked before use: its status, its number of rows and
- * columns, NULLs, and each value parsed strictly (distseq_remote_query); a
- * bad answer is an error naming the peer, and no value of it is used.  A
- * PGresult never outlives the function that received it, on any path.
+ * columns, NULLs, and each value parsed strictly (distseq_remote_query, by
+ * answer.c); a bad answer is an error naming the peer, and no value of it
+ * is used.  A PGresult never outlives the function that received it, on
+ * any path.
  *
  * The remote session's search_path is pg_catalog, pg_temp, and the SQL sent
  * names the schema of every function and operator and the type of every
  * parameter: an overload that a role there created in distseq's schema
  * (untyped parameters would prefer one taking text) or an operator in
  * another schema never resolves in place of distseq's or PostgreSQL's.
+ *
+ * Over 700 lines, and one job: the life of a connection (plan, connect,
+ * run, report, check, close), every step of which reads and changes the
+ * same RemoteConn; split, each part would need the others' internals.
  *
  *-------------------------------------------------------------------------
  */
@@ -66,13 +71,8 @@
 #include "distseq.h"
 #include "compat.h"
 
-#include <ctype.h>
-#include <errno.h>
 
-#include "access/reloptions.h"
 #include "access/xact.h"
-#include "catalog/pg_foreign_server.h"
-#include "catalog/pg_user_mapping.h"
 #include "commands/defrem.h"
 #include "foreign/foreign.h"
 #include "libpq-fe.h"
@@ -114,138 +114,12 @@ struct RemoteConn
 	char		name[NAMEDATALEN];	/* the foreign server's name */
 };
 
-/*
- * A peer's answer, checked and parsed.  The columns are described by a
- * string, one letter per column: b boolean, i integer, l bigint, a bigint[]
- * (no NULL elements), t text, n numeric (kept as text); a letter followed by
- * '?' may be NULL.
- */
-typedef struct RemoteValue
-{
-	bool		isnull;
-	int64		int8;			/* b, i, l */
-	char	   *text;			/* t, n */
-	int64	   *elems;			/* a */
-	int			nelems;
-} RemoteValue;
-
-struct DistseqRemoteResult
-{
-	int			nrows;
-	int			ncols;
-	char	   *types;			/* one letter per column */
-	RemoteValue *values;		/* nrows * ncols */
-};
-
 static HTAB *remote_conns = NULL;
+
+pg_noreturn static void remote_connect_failed(RemoteConn *rc);
 
 pg_noreturn static void remote_report(RemoteConn *rc, PGresult *res,
 									  const char *sql);
-pg_noreturn static void remote_bad_answer(RemoteConn *rc, const char *sql,
-										  const char *why);
-
-/* libpq options a server may set, and those a user mapping may set */
-static const char *const server_options[] = {
-	"host", "hostaddr", "port", "dbname", "connect_timeout", "sslmode",
-	"sslrootcert", "sslcert", "sslkey", "sslcrl", "sslcompression",
-	"target_session_attrs", "keepalives", "keepalives_idle",
-	"keepalives_interval", "keepalives_count", "tcp_user_timeout",
-	"requirepeer", "gssencmode", "krbsrvname", NULL
-};
-static const char *const mapping_options[] = {
-	"user", "password", "sslpassword", NULL
-};
-
-static bool
-option_in(const char *name, const char *const *list)
-{
-	for (int i = 0; list[i]; i++)
-		if (strcmp(name, list[i]) == 0)
-			return true;
-	return false;
-}
-
-/*
- * A number from 0 to 65535 -- or, for a port, a comma-separated list of
- * them, one per host as libpq takes it for a server of several hosts (an
- * empty item is the default port).  libpq matches the list to the hosts
- * when it connects.
- */
-static void
-validate_numbers(DefElem *def, bool list)
-{
-	const char *value = defGetString(def);
-	const char *p = value;
-
-	for (;;)
-	{
-		/* an item: digits, or nothing in a list */
-		if (!list || (*p != ',' && *p != '\0'))
-		{
-			long		v = 0;
-
-			if (!isdigit((unsigned char) *p))
-				break;
-			while (isdigit((unsigned char) *p) && v <= 65535)
-				v = v * 10 + (*p++ - '0');
-			if (v > 65535)
-				break;
-		}
-		if (*p == '\0')
-			return;
-		if (!list || *p != ',')
-			break;
-		p++;
-	}
-	ereport(ERROR,
-			(errcode(ERRCODE_FDW_INVALID_ATTRIBUTE_VALUE),
-			 errmsg("invalid value for option \"%s\": \"%s\"",
-					def->defname, value),
-			 list ?
-			 errhint("A port is a number from 0 to 65535, or a comma-separated list of them, one for each host.") :
-			 errhint("It is a number of seconds, from 0 to 65535.")));
-}
-
-PG_FUNCTION_INFO_V1(distseq_fdw_validator);
-
-/*
- * Accept only the libpq options that make sense where they are given:
- * where to connect on the server, who to be in the user mapping.
- */
-Datum
-distseq_fdw_validator(PG_FUNCTION_ARGS)
-{
-	List	   *options = untransformRelOptions(PG_GETARG_DATUM(0));
-	Oid			catalog = PG_GETARG_OID(1);
-	ListCell   *lc;
-
-	foreach(lc, options)
-	{
-		DefElem    *def = (DefElem *) lfirst(lc);
-		const char *const *valid;
-
-		if (catalog == ForeignServerRelationId)
-			valid = server_options;
-		else if (catalog == UserMappingRelationId)
-			valid = mapping_options;
-		else
-			valid = NULL;
-
-		if (valid == NULL || !option_in(def->defname, valid))
-			ereport(ERROR,
-					(errcode(ERRCODE_FDW_INVALID_OPTION_NAME),
-					 errmsg("invalid option \"%s\"", def->defname),
-					 catalog == ForeignServerRelationId ?
-					 errhint("Valid options for a distseq server are host, hostaddr, port, dbname, connect_timeout and the ssl, keepalive and GSS options of libpq.") :
-					 catalog == UserMappingRelationId ?
-					 errhint("Valid options for a distseq user mapping are user, password and sslpassword.") :
-					 errhint("The distseq wrapper and its tables take no options.")));
-		if (strcmp(def->defname, "port") == 0 ||
-			strcmp(def->defname, "connect_timeout") == 0)
-			validate_numbers(def, strcmp(def->defname, "port") == 0);
-	}
-	PG_RETURN_VOID();
-}
 
 static void
 remote_close_all(int code, Datum arg)
@@ -449,6 +323,22 @@ remote_plan(RemoteConn *rc, ForeignServer *server, UserMapping *um, Oid userid)
 				 errdetail("Non-superusers must give a password in the user mapping.")));
 }
 
+/*
+ * A connection that failed, with libpq's message: host, port and user,
+ * never the password
+ */
+static void
+remote_connect_failed(RemoteConn *rc)
+{
+	char	   *msg = remote_clean(PQerrorMessage(rc->conn));
+
+	remote_drop(rc);
+	ereport(ERROR,
+			(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
+			 errmsg("could not connect to distseq peer \"%s\"", rc->name),
+			 errdetail_internal("%s", msg)));
+}
+
 static void
 remote_connect(RemoteConn *rc)
 {
@@ -472,16 +362,7 @@ remote_connect(RemoteConn *rc)
 		if (st == PGRES_POLLING_OK)
 			break;
 		if (st == PGRES_POLLING_FAILED)
-		{
-			/* libpq's message: host, port and user, never the password */
-			char	   *msg = remote_clean(PQerrorMessage(rc->conn));
-
-			remote_drop(rc);
-			ereport(ERROR,
-					(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
-					 errmsg("could not connect to distseq peer \"%s\"", rc->name),
-					 errdetail_internal("%s", msg)));
-		}
+			remote_connect_failed(rc);
 		events = (st == PGRES_POLLING_READING) ? WL_SOCKET_READABLE : WL_SOCKET_WRITEABLE;
 		if (!remote_wait(rc, events, deadline))
 		{
@@ -504,15 +385,7 @@ remote_connect(RemoteConn *rc)
 	}
 	/* sending, and closing with its Terminate message, never waits then */
 	if (PQsetnonblocking(rc->conn, 1) != 0)
-	{
-		char	   *msg = remote_clean(PQerrorMessage(rc->conn));
-
-		remote_drop(rc);
-		ereport(ERROR,
-				(errcode(ERRCODE_SQLCLIENT_UNABLE_TO_ESTABLISH_SQLCONNECTION),
-				 errmsg("could not connect to distseq peer \"%s\"", rc->name),
-				 errdetail_internal("%s", msg)));
-	}
+		remote_connect_failed(rc);
 }
 
 /*
@@ -648,187 +521,6 @@ timeout:
 	return NULL;				/* keep compiler quiet */
 }
 
-/* A bad answer: an error naming the peer and what was wrong */
-static void
-remote_bad_answer(RemoteConn *rc, const char *sql, const char *why)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_PROTOCOL_VIOLATION),
-			 errmsg("distseq peer \"%s\" gave an unexpected answer: %s", rc->name, why),
-			 errcontext("remote SQL command: %s", sql)));
-}
-
-/* A value the peer sent, cut short, to end a message; "" if not text */
-static char *
-remote_quote_value(const char *value)
-{
-	int			len = strlen(value);
-
-	if (!pg_verifymbstr(value, len, true))
-		return "";
-	len = pg_mbcliplen(value, len, 32);
-	return psprintf(": \"%.*s%s\"", len, value, value[len] ? "..." : "");
-}
-
-/* A bigint as PostgreSQL prints it: no blanks, no "+", in range */
-static bool
-remote_parse_int8(const char *s, int64 *v)
-{
-	char	   *end;
-
-	if (!(isdigit((unsigned char) s[0]) ||
-		  (s[0] == '-' && isdigit((unsigned char) s[1]))))
-		return false;
-	errno = 0;
-	*v = strtoi64(s, &end, 10);
-	return errno == 0 && *end == '\0';
-}
-
-/* A bigint[] as PostgreSQL prints it: {1,2,3}, no NULL element */
-static bool
-remote_parse_int8_array(const char *s, int64 **elems, int *n)
-{
-	size_t		len = strlen(s);
-	char	   *tok;
-
-	*n = 0;
-	*elems = palloc(sizeof(int64) * (len / 2 + 1));
-	if (len < 2 || s[0] != '{' || s[len - 1] != '}')
-		return false;
-	if (len == 2)
-		return true;
-	tok = pnstrdup(s + 1, len - 2);
-	for (;;)
-	{
-		char	   *comma = strchr(tok, ',');
-
-		if (comma)
-			*comma = '\0';
-		if (!remote_parse_int8(tok, &(*elems)[(*n)++]))
-			return false;
-		if (comma == NULL)
-			return true;
-		tok = comma + 1;
-	}
-}
-
-/* A numeric as PostgreSQL prints a finite one, of a sane length */
-static bool
-remote_valid_numeric(const char *s)
-{
-	const char *p = s;
-
-	if (strlen(s) > 64)
-		return false;
-	if (*p == '-')
-		p++;
-	if (!isdigit((unsigned char) *p))
-		return false;
-	while (isdigit((unsigned char) *p))
-		p++;
-	if (*p == '.')
-	{
-		p++;
-		if (!isdigit((unsigned char) *p))
-			return false;
-		while (isdigit((unsigned char) *p))
-			p++;
-	}
-	return *p == '\0';
-}
-
-/* Check a result against its description (see RemoteValue) and parse it */
-static DistseqRemoteResult *
-remote_parse(RemoteConn *rc, PGresult *res, const char *sql, const char *columns,
-			 int nrows)
-{
-	DistseqRemoteResult *r = palloc0(sizeof(DistseqRemoteResult));
-	int			ncols = 0;
-
-	r->types = palloc(strlen(columns) + 1);
-	for (const char *p = columns; *p; p++)
-		if (*p != '?')
-			r->types[ncols++] = *p;
-	r->types[ncols] = '\0';
-
-	if (PQresultStatus(res) != PGRES_TUPLES_OK)
-		remote_bad_answer(rc, sql, "a command status instead of rows");
-	if (PQnfields(res) != ncols)
-		remote_bad_answer(rc, sql, psprintf("%d columns instead of %d",
-											PQnfields(res), ncols));
-	if (nrows >= 0 && PQntuples(res) != nrows)
-		remote_bad_answer(rc, sql, psprintf("%d rows instead of %d",
-											PQntuples(res), nrows));
-	r->nrows = PQntuples(res);
-	r->ncols = ncols;
-	/* in Size: no overflow, and palloc refuses more than 1 GB */
-	r->values = palloc0(sizeof(RemoteValue) * (Size) Max(r->nrows, 1) *
-						(Size) Max(ncols, 1));
-
-	for (int row = 0; row < r->nrows; row++)
-	{
-		const char *p = columns;
-
-		for (int col = 0; col < ncols; col++, p++)
-		{
-			RemoteValue *v = &r->values[row * ncols + col];
-			char		type = *p;
-			bool		nullable = p[1] == '?';
-			const char *text = PQgetvalue(res, row, col);
-			bool		ok;
-
-			if (nullable)
-				p++;
-			if (PQgetisnull(res, row, col))
-			{
-				if (!nullable)
-					remote_bad_answer(rc, sql, psprintf("column %d of row %d is NULL",
-														col + 1, row + 1));
-				v->isnull = true;
-				continue;
-			}
-			switch (type)
-			{
-				case 'b':
-					ok = strcmp(text, "t") == 0 || strcmp(text, "f") == 0;
-					v->int8 = text[0] == 't';
-					break;
-				case 'i':
-					ok = remote_parse_int8(text, &v->int8) &&
-						v->int8 >= PG_INT32_MIN && v->int8 <= PG_INT32_MAX;
-					break;
-				case 'l':
-					ok = remote_parse_int8(text, &v->int8);
-					break;
-				case 'a':
-					ok = remote_parse_int8_array(text, &v->elems, &v->nelems);
-					break;
-				case 'n':
-					ok = remote_valid_numeric(text);
-					v->text = pstrdup(text);
-					break;
-				case 't':
-					ok = true;
-					v->text = pstrdup(text);
-					break;
-				default:
-					elog(ERROR, "distseq: unknown column type '%c'", type);
-					ok = false;	/* keep compiler quiet */
-			}
-			if (!ok)
-				remote_bad_answer(rc, sql,
-								  psprintf("column %d of row %d is not %s%s",
-										   col + 1, row + 1,
-										   type == 'b' ? "a boolean" :
-										   type == 'i' ? "an integer" :
-										   type == 'l' ? "a bigint" :
-										   type == 'a' ? "a bigint array" : "a number",
-										   remote_quote_value(text)));
-		}
-	}
-	return r;
-}
-
 /*
  * Run a query on a peer and return its answer, checked against "columns"
  * (see RemoteValue) and, unless nrows is -1, its number of rows: any other
@@ -844,7 +536,7 @@ distseq_remote_query(RemoteConn *rc, const char *sql, int nparams,
 
 	PG_TRY();
 	{
-		r = remote_parse(rc, res, sql, columns, nrows);
+		r = distseq_remote_parse(rc->name, res, sql, columns, nrows);
 	}
 	PG_FINALLY();
 	{
@@ -860,62 +552,6 @@ distseq_remote_command(RemoteConn *rc, const char *sql, int nparams,
 					   const char *const *params)
 {
 	PQclear(remote_run(rc, sql, nparams, params));
-}
-
-static RemoteValue *
-remote_value(const DistseqRemoteResult *r, int row, int col, const char *types)
-{
-	RemoteValue *v;
-
-	if (row < 0 || row >= r->nrows || col < 0 || col >= r->ncols ||
-		strchr(types, r->types[col]) == NULL)
-		elog(ERROR, "distseq: no column %d of type %s in row %d of a peer's answer",
-			 col, types, row);
-	v = &r->values[row * r->ncols + col];
-	if (v->isnull)
-		elog(ERROR, "distseq: column %d of row %d of a peer's answer is NULL", col, row);
-	return v;
-}
-
-int
-distseq_remote_ntuples(const DistseqRemoteResult *r)
-{
-	return r->nrows;
-}
-
-bool
-distseq_remote_isnull(const DistseqRemoteResult *r, int row, int col)
-{
-	if (row < 0 || row >= r->nrows || col < 0 || col >= r->ncols)
-		elog(ERROR, "distseq: no column %d in row %d of a peer's answer", col, row);
-	return r->values[row * r->ncols + col].isnull;
-}
-
-int64
-distseq_remote_int8(const DistseqRemoteResult *r, int row, int col)
-{
-	return remote_value(r, row, col, "il")->int8;
-}
-
-bool
-distseq_remote_bool(const DistseqRemoteResult *r, int row, int col)
-{
-	return remote_value(r, row, col, "b")->int8 != 0;
-}
-
-const char *
-distseq_remote_text(const DistseqRemoteResult *r, int row, int col)
-{
-	return remote_value(r, row, col, "tn")->text;
-}
-
-const int64 *
-distseq_remote_int8s(const DistseqRemoteResult *r, int row, int col, int *n)
-{
-	RemoteValue *v = remote_value(r, row, col, "a");
-
-	*n = v->nelems;
-	return v->elems;
 }
 
 /* Where the functions peers call live on the peer (the one of its extension) */
@@ -1135,84 +771,6 @@ void
 distseq_remote_close_all(void)
 {
 	remote_close_all(0, (Datum) 0);
-}
-
-/*
- * Peers that did not answer are not tried again for a while: one that is
- * down or hung costs distseq.remote_timeout once every four agent
- * intervals (or remote timeouts, if longer), not at every step or refill.
- * Kept per process, per foreign server; distseq_maintain() tries every
- * peer afresh.  In TopMemoryContext.
- */
-typedef struct RemoteRest
-{
-	Oid			serverid;
-	TimestampTz retry_at;
-	char		error[80];		/* why it failed, cut short, or "" */
-} RemoteRest;
-
-#define REST_INTERVALS	4
-
-static List *resting = NIL;
-
-/* Is a server resting?  Then *error (if not NULL) says why, or is "" */
-bool
-distseq_remote_resting(Oid serverid, const char **error)
-{
-	ListCell   *lc;
-
-	foreach(lc, resting)
-	{
-		RemoteRest *r = lfirst(lc);
-
-		if (r->serverid == serverid && GetCurrentTimestamp() < r->retry_at)
-		{
-			if (error)
-				*error = r->error;
-			return true;
-		}
-	}
-	return false;
-}
-
-void
-distseq_remote_rest(Oid serverid, const char *error)
-{
-	TimestampTz retry_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-													   REST_INTERVALS *
-													   Max(distseq_agent_interval,
-														   distseq_remote_timeout));
-	ListCell   *lc;
-	RemoteRest *r = NULL;
-	MemoryContext oldcxt;
-
-	foreach(lc, resting)
-	{
-		r = lfirst(lc);
-		if (r->serverid == serverid)
-			break;
-		r = NULL;
-	}
-	if (r == NULL)
-	{
-		oldcxt = MemoryContextSwitchTo(TopMemoryContext);
-		r = palloc(sizeof(RemoteRest));
-		r->serverid = serverid;
-		resting = lappend(resting, r);
-		MemoryContextSwitchTo(oldcxt);
-	}
-	r->retry_at = retry_at;
-	r->error[0] = '\0';
-	if (error)
-		strlcpy(r->error, error, pg_mbcliplen(error, strlen(error), sizeof(r->error) - 1) + 1);
-}
-
-/* Forget every rest (a small list: one per server) */
-void
-distseq_remote_wake_all(void)
-{
-	list_free_deep(resting);
-	resting = NIL;
 }
 
 /*

@@ -84,20 +84,6 @@ distseq_room(int64 top, int64 last, int64 size)
 }
 
 /*
- * The high-water mark of a sequence row "s", in slots: at least the top of
- * its highest window, whatever the column says (a rejoin adds windows).
- */
-char *
-distseq_hwm_expr(const char *schema)
-{
-	return psprintf("GREATEST(COALESCE(s.hwm, s.start_value),"
-					" COALESCE((SELECT w.window_end FROM %s.distseq_windows w"
-					" WHERE w.sequence_name = s.sequence_name"
-					" ORDER BY w.window_start DESC LIMIT 1), s.start_value))",
-					schema);
-}
-
-/*
  * Windows were made here: a node never in a group is no longer fresh.  An
  * update of the node row, not just a lock on it, so that a join waiting
  * for the row sees the flag when it goes on (change.c).  SPI connected.
