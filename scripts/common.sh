@@ -4,9 +4,10 @@ PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 PGBIN=$("$PG_CONFIG" --bindir 2>/dev/null || echo /usr/lib/postgresql/15/bin)
 
 distseq_install_packages() {
-	# python3-*: the ORM examples (test/orm); pglogical: test/t/051_pglogical.pl
+	# python3-*: the ORM examples (test/orm); pglogical: test/t/051_pglogical.pl;
+	# python3 and binutils (nm): scripts/deps.py
 	local pkgs="postgresql-15 postgresql-server-dev-15 libpq-dev libipc-run-perl pgbouncer make gcc
-		python3-psycopg2 python3-sqlalchemy python3-django postgresql-15-pglogical"
+		python3 binutils python3-psycopg2 python3-sqlalchemy python3-django postgresql-15-pglogical"
 	if dpkg -s $pkgs >/dev/null 2>&1; then
 		return 0
 	fi

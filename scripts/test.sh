@@ -58,6 +58,12 @@ for major in $majors; do
 		failed=$((failed + 1))
 		continue
 	fi
+	# src/ files call each other one way only (README, Source map)
+	if ! python3 "$here/scripts/deps.py" "$work" > "$work/deps.txt"; then
+		echo "--- src/ files call each other in a loop (scripts/deps.py):"
+		grep -A100 '^loop' "$work/deps.txt"
+		failed=$((failed + 1))
+	fi
 	chown -R postgres "$work"
 	pg_config_of[$major]=$PG_CONFIG
 	work_of[$major]=$work
