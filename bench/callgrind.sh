@@ -207,9 +207,9 @@ wtotal=
 wrefill=
 if [ -n "$wpid" ]; then
 	wtotal=$(bench_cg_total "$wpid")
-	# inclusive cost of the refills alone, without start-up: worker_refill(),
+	# inclusive cost of the refills alone, without start-up: refill_sequence(),
 	# or the catalog reservation it calls when the compiler inlined it
-	for fn in worker_refill distseq_catalog_reserve; do
+	for fn in refill_sequence distseq_catalog_reserve; do
 		wrefill=$(callgrind_annotate --inclusive=yes --threshold=100 "$work/cg/cg.$wpid" 2>/dev/null |
 			awk -v fn=":$fn " 'index($0, fn) && v == "" { gsub(/,/, "", $1); v = $1 } END { print v }')
 		[ -n "$wrefill" ] && { wfn=$fn; break; }

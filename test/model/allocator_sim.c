@@ -88,7 +88,7 @@
  *             that may have been decided, or abandons them all for a no-op
  *             change; see "Settling a change" below.
  *
- * Settling a change (1.7, distseq_change_settle; the recovery of a change
+ * Settling a change (1.7, distseq_settle_run; the recovery of a change
  * whose proposer is lost).  Changes from one membership E0 form one
  * instance of consensus: at most one of them is ever decided (the model
  * checks it: "two changes decided from membership ...").  The phase one
@@ -753,7 +753,7 @@ was_decided(int prop, u64 id)
 	return 0;
 }
 
-/* activation (change_activate) accepted by node n? */
+/* activation (distseq_member_activate) accepted by node n? */
 static int
 act_ok(const Node *n, const Msg *m)
 {
@@ -960,7 +960,7 @@ apply(int s, const Msg *m, i64 *res, int *acc)
 			if (n->id != m->to && brk != BRK_NODECIDEDID)
 				break;
 			if (n->t1)
-				return R_WAIT;	/* change_lock: a phase one in flight here */
+				return R_WAIT;	/* distseq_member_lock_changes: a phase one in flight here */
 			*res = was_decided(n->id, m->id2);
 			*acc = 1;
 			break;
@@ -1023,7 +1023,7 @@ apply(int s, const Msg *m, i64 *res, int *acc)
 			break;
 		case M_INTRO:
 			if (n->has_seq)
-				break;			/* exists: peer_create returns false */
+				break;			/* exists: distseq_peer_create returns false */
 			n->has_seq = 1;
 			/* created at the mark read, or at the seed kept if larger */
 			set_hwm(s, n->hwm > m->M ? n->hwm : m->M);
@@ -1122,7 +1122,7 @@ rread(int from, int id)
 
 /*
  * A job is what a node's refill worker does, one at a time (worker.c): an
- * agent pass (change_resume: phase two of this node's unfinished change,
+ * agent pass (distseq_change_resume: phase two of this node's unfinished change,
  * then the recovery of a pending membership; then, if this node may, one
  * attempt to win a window), or a membership change asked of it (phase one,
  * then phase two).
@@ -1549,7 +1549,7 @@ change_begin(int s, int op, int tg)
 	p->t1x = 1;
 	p->tn = nd[s];
 	nd[s].job = s;
-	nd[s].t1 = 1;				/* change_lock, until T1 commits or aborts */
+	nd[s].t1 = 1;				/* distseq_member_lock_changes, until T1 commits or aborts */
 	p->ph = PH_FIN;
 	st.ch_start++;
 	if (step_no >= burst_until && chance(0.1))
@@ -1737,12 +1737,12 @@ fin_step(Job *j)
 				id = j->c.pmem.v[j->idx++];
 				if (id == n->id)
 				{
-					/* change_marks: SELECT ... FOR SHARE of the node row */
+					/* distseq_member_marks: SELECT ... FOR SHARE of the node row */
 					if (j->t1x && j->tlock < 1)
 						j->tlock = 1;
 					if (n->epoch != j->c.E || n->eid != j->c.id)
 					{
-						fin_error(j, "this node is not in that membership (change_marks)");
+						fin_error(j, "this node is not in that membership (distseq_member_marks)");
 						return;
 					}
 					j->got++;
@@ -1829,7 +1829,7 @@ fin_step(Job *j)
 			m.id2 = j->c.id;
 			if (!act_ok(n, &m))
 			{
-				fin_error(j, "this node cannot take that membership (change_activate)");
+				fin_error(j, "this node cannot take that membership (distseq_member_activate)");
 				return;
 			}
 			if (j->t1x)
@@ -2021,7 +2021,7 @@ change_step(Job *p)
 				p->idx = 0;
 				return;
 			}
-			/* change_move on this node, in T1 */
+			/* distseq_member_move on this node, in T1 */
 			if (n->epoch != p->E || n->eid != p->Eid || n->pending)
 			{
 				change_fail(p, "its own node moved on (no revert: left to recovery)");
@@ -2444,7 +2444,7 @@ rec_step(Job *p)
 	}
 }
 
-/* ---- an agent pass (distseq_agent_run): change_resume, then the agent ---- */
+/* ---- an agent pass (distseq_agent_run): distseq_change_resume, then the agent ---- */
 
 static int
 pass_ok(int s)
