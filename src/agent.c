@@ -17,7 +17,7 @@
  * view of the membership wins nothing (member.c).
  *
  * A node without peers is a majority of one and runs the same steps
- * locally; the refill worker then allocates inline (catalog.c).  A node
+ * locally; the refill worker then allocates inline (windows.c).  A node
  * with peers never creates a window any other way.
  *
  * Runs in the refill worker every distseq.agent_interval and when a
@@ -357,7 +357,7 @@ agent_allocate(const char *schema, AgentSeq *seq, DistseqNodeState *st,
 						  " (sequence_name, window_start, window_end, next_hi)"
 						  " VALUES ($1, $2, $3, $2)", schema),
 				 3, types, values, SPI_OK_INSERT);
-		distseq_note_windows(schema, distseq_catalog_minor());
+		distseq_note_windows(schema, distseq_catalog().changes);
 		return AGENT_WON;
 	}
 	return AGENT_LOST;
@@ -406,8 +406,7 @@ agent_step(const char *name)
 	AgentOutcome outcome = AGENT_DONE;
 
 	distseq_xact_begin();
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	distseq_spi_connect();
 
 	/* everything of a step lives in SPI's memory, gone at SPI_finish */
 	schema = distseq_catalog_schema();
@@ -619,10 +618,9 @@ distseq_maintain(PG_FUNCTION_ARGS)
 	ctl.hcxt = CurrentMemoryContext;
 	before = hash_create("distseq maintain", 16, &ctl,
 						 HASH_ELEM | HASH_CONTEXT | DISTSEQ_HASH_STRINGS);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	distseq_spi_connect();
 	/* a node that knows it is out says so here, in full (the hint too) */
-	if (distseq_catalog_minor() >= 3)
+	if (distseq_catalog().peers)
 		distseq_check_in_group(schema);
 	distseq_spi_exec(count_sql, 0, NULL, NULL, SPI_OK_SELECT);
 	for (uint64 i = 0; i < SPI_processed; i++)
@@ -639,8 +637,7 @@ distseq_maintain(PG_FUNCTION_ARGS)
 	distseq_worker_agent_pass(MyDatabaseId);
 
 	/* the worker committed: see what it did */
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	distseq_spi_connect();
 	distseq_spi_exec(count_sql, 0, NULL, NULL, SPI_OK_SELECT);
 	for (uint64 i = 0; i < SPI_processed; i++)
 	{

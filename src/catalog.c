@@ -138,8 +138,7 @@ distseq_peer_reserve(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("count must be positive")));
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	distseq_spi_connect();
 	if (seq.cat.peers)
 		distseq_node_verify(seq.cat.schema);
 	/* $2 is filled in below; where this server is: $3 to $5 */
@@ -219,8 +218,7 @@ distseq_catalog_servers(Oid relid, Oid *owner, int64 *start_value, int64 **nodes
 	*nnodes = 0;
 	if (!cat.peers)
 		return NIL;
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	distseq_spi_connect();
 	if (distseq_spi_exec(psprintf("SELECT unnest(s.servers)::text, c.relowner::int8, %s,"
 								  " s.start_value"
 								  " FROM %s.distseq_sequences s"
@@ -439,8 +437,7 @@ distseq_catalog_column_bounds(Oid relid, const char *column, int64 *max_in_use,
 	 * As the caller, who owns the table: nothing runs with our rights.  It
 	 * names the caller's table, in the caller's search_path: not kept.
 	 */
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	distseq_spi_connect();
 	distseq_spi_exec_once(psprintf("SELECT pg_catalog.max(%s)::pg_catalog.int8 FROM %s",
 						  quote_identifier(column), relname),
 				 0, NULL, NULL, SPI_OK_SELECT);

@@ -378,7 +378,7 @@ distseq_change_learn(const char *schema, DistseqNodeState *st, int64 epoch, int6
 	Datum		values[6];
 
 	/* version 1.3 keeps no more than the membership: nothing to learn */
-	if (distseq_catalog_minor() < 4)
+	if (!distseq_catalog().changes)
 		return false;
 	distseq_node_verify(schema);
 	values[0] = Int64GetDatum(st->epoch);
@@ -447,7 +447,7 @@ distseq_change_resume(void)
 
 	distseq_xact_begin();
 	distseq_spi_connect();
-	if (distseq_catalog_minor() >= 4)
+	if (distseq_catalog().changes)
 	{
 		/* one failing does not keep the other, nor the agent, from its work */
 		if (!distseq_remote_try(resume_finish, NULL, &error))

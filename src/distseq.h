@@ -690,13 +690,16 @@ extern PGDLLEXPORT void distseq_worker_main(Datum main_arg);
 typedef struct DistseqCatalog
 {
 	const char *schema;			/* quoted schema of the catalog tables */
-	int			minor;			/* the installed version is 1.minor */
 	bool		origin;			/* 1.1: where each sequence was created */
 	bool		stripes;		/* 1.2: striped sequences */
 	bool		peers;			/* 1.3: peers, servers, high-water marks */
 	bool		changes;		/* 1.4: two-phase membership changes,
 								 * server_nodes, made_windows */
 	bool		owned_by;		/* 1.7: sequences owned by a column */
+	bool		ballots;		/* 1.7: any member settles a lost
+								 * proposer's change */
+	bool		redefine_members;	/* 1.7: setval and alter on every
+									 * member */
 } DistseqCatalog;
 
 typedef struct DistseqSpiContext
@@ -713,7 +716,6 @@ extern void distseq_spi_leave_catalog(DistseqSpiContext *cxt);
 extern DistseqCatalog distseq_catalog(void);
 extern const char *distseq_catalog_schema(void);
 extern const char *distseq_extension_schema(void);
-extern int	distseq_catalog_minor(void);
 extern TimeLineID distseq_timeline(void);
 extern void distseq_check_primary(const char *funcname);
 extern void distseq_check_writable(const char *funcname);
@@ -733,7 +735,7 @@ extern void distseq_xact_commit(void);
 extern void distseq_slots(int64 start_value, int64 max_value, int32 stripes,
 						  int32 stripe, int64 *first, int64 *last);
 extern int64 distseq_room(int64 top, int64 last, int64 size);
-extern void distseq_note_windows(const char *schema, int minor);
+extern void distseq_note_windows(const char *schema, bool changes);
 
 /* A sequence as the reservation needs it: windows count slots */
 typedef struct DistseqWindowsSeq

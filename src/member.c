@@ -68,7 +68,7 @@ distseq_node_state(const char *schema, DistseqNodeState *st)
 	bool		isnull;
 
 	distseq_spi_exec(psprintf("SELECT node_id, epoch, epoch_id, members, %s FROM %s.distseq_node",
-							  distseq_catalog_minor() >= 4 ? "pending, COALESCE(proposer, 0)" :
+							  distseq_catalog().changes ? "pending, COALESCE(proposer, 0)" :
 							  "false, 0::int8", schema), 0, NULL, NULL, SPI_OK_SELECT);
 	if (SPI_processed != 1)
 		elog(ERROR, "distseq: distseq_node must have exactly one row");
@@ -170,7 +170,7 @@ distseq_has_peers(const char *schema)
  * on -- restored from a backup, cloned, a promoted standby -- may have
  * promised the others more than its copy remembers: it must not vote,
  * allocate or serve anyone.  A node without peers just notes where it is
- * (each of its sequences rejoins on its own, see catalog.c).  SPI
+ * (each of its sequences rejoins on its own, see windows.c).  SPI
  * connected.
  */
 void
@@ -220,7 +220,7 @@ distseq_member_cas(const char *schema, Datum name, int64 epoch, int64 epoch_id,
 	values[1] = Int64GetDatum(epoch_id);
 	distseq_spi_exec(psprintf("SELECT 1 FROM %s.distseq_node WHERE epoch = $1 AND epoch_id = $2"
 							  "%s FOR SHARE", schema,
-							  distseq_catalog_minor() >= 4 ? " AND NOT pending" : ""),
+							  distseq_catalog().changes ? " AND NOT pending" : ""),
 			 2, types + 1, values, SPI_OK_SELECT);
 	if (SPI_processed != 1)
 		return false;
@@ -247,14 +247,14 @@ distseq_member_lock_changes(const char *schema)
 bool
 distseq_member_settles(void)
 {
-	return distseq_catalog_minor() >= 7;
+	return distseq_catalog().ballots;
 }
 
 /* Version 1.4 keeps what a change needs: earlier ones cannot take part */
 void
 distseq_member_check_changes(void)
 {
-	if (distseq_catalog_minor() < 4)
+	if (!distseq_catalog().changes)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("membership changes need version 1.4 of extension \"distseq\""),

@@ -223,6 +223,68 @@ pool_wants_refill(DistseqSeq *seq)
 }
 
 /*
+ * The errors that end a wait for the next chunk.  The first two are raised
+ * with the entry's lock held, and release it; each cancels the sleep if
+ * there is one.
+ */
+static void pool_exhausted_error(DistseqSeq *seq, bool sleeping) pg_attribute_noreturn();
+static void pool_failed_error(DistseqSeq *seq) pg_attribute_noreturn();
+static void pool_timeout_error(DistseqSeq *seq, long elapsed_ms) pg_attribute_noreturn();
+
+static void
+pool_exhausted_error(DistseqSeq *seq, bool sleeping)
+{
+	char		name[NAMEDATALEN];
+	int64		max_value = seq->max_value;
+
+	strlcpy(name, seq->name, NAMEDATALEN);
+	LWLockRelease(seq->lock);
+	if (sleeping)
+		ConditionVariableCancelSleep();
+	ereport(ERROR,
+			(errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),
+			 errmsg("distseq_nextval: reached maximum value of sequence \"%s\" (" INT64_FORMAT ")",
+					name, max_value)));
+}
+
+static void
+pool_failed_error(DistseqSeq *seq)
+{
+	char		name[NAMEDATALEN];
+	char		why[sizeof(seq->last_error)];
+	char		detail[sizeof(seq->last_detail)];
+
+	/* bounded, cleaned text the worker left for this sequence */
+	strlcpy(name, seq->name, NAMEDATALEN);
+	strlcpy(why, seq->last_error, sizeof(why));
+	strlcpy(detail, seq->last_detail, sizeof(detail));
+	LWLockRelease(seq->lock);
+	ConditionVariableCancelSleep();
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("could not refill distseq sequence \"%s\"", name),
+			 detail[0] ?
+			 errdetail("The refill worker failed: %s.\n%s", why, detail) :
+			 errdetail("The refill worker failed: %s", why)));
+}
+
+static void
+pool_timeout_error(DistseqSeq *seq, long elapsed_ms)
+{
+	LWLockAcquire(seq->lock, LW_EXCLUSIVE);
+	seq->wait_ms += elapsed_ms;
+	LWLockRelease(seq->lock);
+	ConditionVariableCancelSleep();
+	ereport(ERROR,
+			(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
+			 errmsg("timed out waiting for a refill of distseq sequence \"%s\"",
+					seq->name),
+			 errdetail("No values arrived within distseq.refill_timeout (%d ms).",
+					   distseq_refill_timeout),
+			 errhint("Check the server log for errors of the distseq worker.")));
+}
+
+/*
  * The chunk numbered "number" is used up, or has nothing above "after" left:
  * install the next one, unless another backend has moved the stream on
  * already.  Waits, interruptibly and for at most distseq.refill_timeout,
@@ -287,39 +349,9 @@ pool_next_chunk(DistseqSeq *seq, uint64 incarnation, uint64 number,
 		}
 
 		if (seq->exhausted && !seq->refill_pending)
-		{
-			char		name[NAMEDATALEN];
-			int64		max_value = seq->max_value;
-
-			strlcpy(name, seq->name, NAMEDATALEN);
-			LWLockRelease(seq->lock);
-			if (sleeping)
-				ConditionVariableCancelSleep();
-			ereport(ERROR,
-					(errcode(ERRCODE_SEQUENCE_GENERATOR_LIMIT_EXCEEDED),
-					 errmsg("distseq_nextval: reached maximum value of sequence \"%s\" (" INT64_FORMAT ")",
-							name, max_value)));
-		}
-
+			pool_exhausted_error(seq, sleeping);
 		if (sleeping && seq->failures != failures)
-		{
-			char		name[NAMEDATALEN];
-			char		why[sizeof(seq->last_error)];
-			char		detail[sizeof(seq->last_detail)];
-
-			/* bounded, cleaned text the worker left for this sequence */
-			strlcpy(name, seq->name, NAMEDATALEN);
-			strlcpy(why, seq->last_error, sizeof(why));
-			strlcpy(detail, seq->last_detail, sizeof(detail));
-			LWLockRelease(seq->lock);
-			ConditionVariableCancelSleep();
-			ereport(ERROR,
-					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-					 errmsg("could not refill distseq sequence \"%s\"", name),
-					 detail[0] ?
-					 errdetail("The refill worker failed: %s.\n%s", why, detail) :
-					 errdetail("The refill worker failed: %s", why)));
-		}
+			pool_failed_error(seq);
 		/* counted when it starts: a cancelled wait counts too */
 		if (!sleeping)
 			seq->waits++;
@@ -339,19 +371,7 @@ pool_next_chunk(DistseqSeq *seq, uint64 incarnation, uint64 number,
 
 		elapsed_ms = (long) ((GetCurrentTimestamp() - start) / 1000);
 		if (elapsed_ms >= distseq_refill_timeout)
-		{
-			LWLockAcquire(seq->lock, LW_EXCLUSIVE);
-			seq->wait_ms += elapsed_ms;
-			LWLockRelease(seq->lock);
-			ConditionVariableCancelSleep();
-			ereport(ERROR,
-					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
-					 errmsg("timed out waiting for a refill of distseq sequence \"%s\"",
-							seq->name),
-					 errdetail("No values arrived within distseq.refill_timeout (%d ms).",
-							   distseq_refill_timeout),
-					 errhint("Check the server log for errors of the distseq worker.")));
-		}
+			pool_timeout_error(seq, elapsed_ms);
 		(void) ConditionVariableTimedSleep(&seq->cv,
 										   Min(distseq_refill_timeout - elapsed_ms, 1000),
 										   PG_WAIT_EXTENSION);

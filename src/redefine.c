@@ -17,7 +17,7 @@
  *	  wait for our lock;
  *	- the catalog row gets a new generation: every pool and stream of the
  *	  old one in shared memory is stale, its entries are freed (shmem.c) and the
- *	  worker can reserve nothing more for it (catalog.c checks the
+ *	  worker can reserve nothing more for it (windows.c checks the
  *	  generation); a refill in flight holds the row, and we wait for it;
  *	- setval: every window below the floor is closed (next_hi raised to
  *	  it), the slots between the top of the windows and the floor are
@@ -48,6 +48,10 @@
  * Locking: the backing relation's AccessExclusiveLock, the row of the
  * sequence (updated first, so that windows are closed after every
  * reservation that held it), then its windows.
+ *
+ * The file is a little over 700 lines: setval and alter share every step
+ * (read, check, ask the members, apply), and a file of its own for asking
+ * the members would call this one back for the checks they share.
  *
  *-------------------------------------------------------------------------
  */
@@ -107,7 +111,7 @@ typedef struct SeqChange
 static void
 check_minor(const char *fn)
 {
-	if (distseq_catalog_minor() < 7)
+	if (!distseq_catalog().redefine_members)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("%s needs version 1.7 of extension \"distseq\"", fn),
@@ -287,7 +291,7 @@ alter_params(const char *schema, const char *name, const SetvalSeq *s,
 
 	/*
 	 * Without the majority protocol, the mark is the top of this server's
-	 * windows (catalog.c): a raised max_value opens windows from the new
+	 * windows (windows.c): a raised max_value opens windows from the new
 	 * top again.  With it, the mark is the group's compare-and-set word and
 	 * stays: a member that did not apply this may still reserve below it,
 	 * so windows opened later start above it.
@@ -507,42 +511,13 @@ change_members(const char *schema, const char *name, const SeqChange *c)
 }
 
 /*
- * The part of distseq_setval() and distseq_alter() run here: check the
- * caller and the change against this server's catalog (alter's kept
- * parameters are filled in from it), then apply it on every member and
- * here.
+ * May the caller (save_userid) change sequence "s" this way?  As ALTER
+ * SEQUENCE or setval() on the backing sequence, and only a sequence whose
+ * creation has committed and that draws from this server's own windows.
  */
 static void
-change_run(const char *name, SeqChange *c)
+change_check(const char *name, SeqChange *c, SetvalSeq *s, Oid save_userid)
 {
-	int			search_path_level;
-	const char *schema;
-	SetvalSeq	s;
-	Oid			save_userid;
-	int			save_sec_context;
-
-	distseq_check_loaded();
-	distseq_check_writable(c->fn);
-	distseq_check_name(name);
-	check_minor(c->fn);
-	PreventInTransactionBlock(true, c->fn);
-	search_path_level = distseq_pin_search_path();
-	schema = distseq_catalog_schema();
-
-	/*
-	 * The catalog is not readable by PUBLIC: read and change it as the
-	 * bootstrap superuser, as catalog.c does, once the caller's right is
-	 * checked.  An error restores the caller's identity.
-	 */
-	GetUserIdAndSecContext(&save_userid, &save_sec_context);
-	SetUserIdAndSecContext(BOOTSTRAP_SUPERUSERID,
-						   save_sec_context | SECURITY_LOCAL_USERID_CHANGE);
-	distseq_spi_connect();
-	if (!setval_read(schema, name, false, &s))
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("distseq sequence \"%s\" does not exist", name)));
-
 	/*
 	 * A function or DO block is no transaction block: the sequence may have
 	 * been created by this very transaction.  Its first values come from
@@ -550,7 +525,7 @@ change_run(const char *name, SeqChange *c)
 	 * was created with (increate.c): a new one would lose that record, and
 	 * they would come again.
 	 */
-	if (distseq_created_here(s.relid, s.gen))
+	if (distseq_created_here(s->relid, s->gen))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("distseq sequence \"%s\" was created by the current transaction", name),
@@ -559,7 +534,7 @@ change_run(const char *name, SeqChange *c)
 	if (c->alter)
 	{
 		/* as ALTER SEQUENCE on the backing sequence */
-		if (!distseq_rel_ownercheck(s.relid, save_userid))
+		if (!distseq_rel_ownercheck(s->relid, save_userid))
 			ereport(ERROR,
 					(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 					 errmsg("must be owner of distseq sequence \"%s\"", name),
@@ -567,48 +542,87 @@ change_run(const char *name, SeqChange *c)
 							   quote_identifier(name))));
 	}
 	/* as setval() on the backing sequence */
-	else if (pg_class_aclcheck(s.relid, save_userid, ACL_UPDATE) != ACLCHECK_OK)
+	else if (pg_class_aclcheck(s->relid, save_userid, ACL_UPDATE) != ACLCHECK_OK)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied for distseq sequence \"%s\"", name),
 				 errhint("The owner can grant it with GRANT UPDATE ON SEQUENCE distseq.%s.",
 						 quote_identifier(name))));
-	if (s.has_servers)
+	if (s->has_servers)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("distseq sequence \"%s\" draws from other servers", name),
 				 errhint("Call %s on the servers it draws from.", c->fn)));
-	if (c->alter)
-	{
-		int64		first;
-		int64		last;
+}
 
-		/* what it keeps, every member gets as this server has it */
-		if (c->block_size == 0)
-			c->block_size = s.block_size;
-		if (c->window_size == 0)
-			c->window_size = s.window_size;
-		if (c->min_open == 0)
-			c->min_open = s.min_open;
-		if (c->keep_max)
-			c->max_value = s.max_value;
-		if (c->max_value < s.start_value)
+/*
+ * Fill in what alter keeps from sequence "s" as this server has it (every
+ * member gets the same), and check the new bounds, or setval's value.
+ */
+static void
+change_complete(const char *name, SeqChange *c, SetvalSeq *s)
+{
+	int64		first;
+	int64		last;
+
+	if (!c->alter)
+	{
+		if (c->value < s->start_value || c->value > s->max_value)
 			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("max_value (" INT64_FORMAT ") cannot be less than start_value (" INT64_FORMAT ")",
-							c->max_value, s.start_value)));
-		distseq_slots(s.start_value, c->max_value, s.stripes, s.stripe, &first, &last);
-		if (first > last)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("no value from start_value to max_value is in stripe %d of %d",
-							s.stripe, s.stripes)));
+					(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+					 errmsg("distseq_setval: value " INT64_FORMAT " is out of bounds for distseq sequence \"%s\" (" INT64_FORMAT ".." INT64_FORMAT ")",
+							c->value, name, s->start_value, s->max_value)));
+		return;
 	}
-	else if (c->value < s.start_value || c->value > s.max_value)
+	if (c->block_size == 0)
+		c->block_size = s->block_size;
+	if (c->window_size == 0)
+		c->window_size = s->window_size;
+	if (c->min_open == 0)
+		c->min_open = s->min_open;
+	if (c->keep_max)
+		c->max_value = s->max_value;
+	if (c->max_value < s->start_value)
 		ereport(ERROR,
-				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
-				 errmsg("distseq_setval: value " INT64_FORMAT " is out of bounds for distseq sequence \"%s\" (" INT64_FORMAT ".." INT64_FORMAT ")",
-						c->value, name, s.start_value, s.max_value)));
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_value (" INT64_FORMAT ") cannot be less than start_value (" INT64_FORMAT ")",
+						c->max_value, s->start_value)));
+	distseq_slots(s->start_value, c->max_value, s->stripes, s->stripe, &first, &last);
+	if (first > last)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("no value from start_value to max_value is in stripe %d of %d",
+						s->stripe, s->stripes)));
+}
+
+/*
+ * The part of distseq_setval() and distseq_alter() run here: check the
+ * caller and the change against this server's catalog (alter's kept
+ * parameters are filled in from it), then apply it on every member and
+ * here.  The catalog is not readable by PUBLIC: it is read and changed as
+ * the bootstrap superuser (distseq_spi_enter_catalog) once the caller's
+ * right is checked; an error restores the caller's identity.
+ */
+static void
+change_run(const char *name, SeqChange *c)
+{
+	DistseqSpiContext cxt;
+	const char *schema;
+	SetvalSeq	s;
+
+	distseq_check_loaded();
+	distseq_check_writable(c->fn);
+	distseq_check_name(name);
+	check_minor(c->fn);
+	PreventInTransactionBlock(true, c->fn);
+	distseq_spi_enter_catalog(&cxt);
+	schema = distseq_catalog_schema();
+	if (!setval_read(schema, name, false, &s))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("distseq sequence \"%s\" does not exist", name)));
+	change_check(name, c, &s, cxt.save_userid);
+	change_complete(name, c, &s);
 	if (s.reserved_any && change_refused(c, s.reserved_top))
 		change_below(c, name, s.reserved_top, "This server");
 
@@ -619,9 +633,7 @@ change_run(const char *name, SeqChange *c)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("distseq sequence \"%s\" does not exist", name)));
-	SPI_finish();
-	SetUserIdAndSecContext(save_userid, save_sec_context);
-	distseq_unpin_search_path(search_path_level);
+	distseq_spi_leave_catalog(&cxt);
 }
 
 PG_FUNCTION_INFO_V1(distseq_setval);

@@ -29,7 +29,7 @@
  * Locking: seq->lock (shared) to read an entry's identity and refill
  * state, (exclusive) to size the segment and to publish it or record the
  * failure, never across a transaction or a remote call; the catalog rows
- * a reservation updates are locked by catalog.c.  DistseqShared->lock, to
+ * a reservation updates are locked by windows.c.  DistseqShared->lock, to
  * read and answer an agent pass request (mailbox.c).
  *
  *-------------------------------------------------------------------------
@@ -520,9 +520,8 @@ refill_maybe_run_agent(void)
 	PG_TRY();
 	{
 		distseq_xact_begin();
-		if (SPI_connect() != SPI_OK_CONNECT)
-			elog(ERROR, "SPI_connect failed");
-		peers = distseq_catalog_minor() >= 3 && distseq_has_peers(distseq_catalog_schema());
+		distseq_spi_connect();
+		peers = distseq_catalog().peers && distseq_has_peers(distseq_catalog_schema());
 		SPI_finish();
 		distseq_xact_commit();
 	}

@@ -335,8 +335,7 @@ static void
 column_set_default(Oid relid, const char *relname, const char *column,
 				   const char *name)
 {
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	distseq_spi_connect();
 	if ((column_is_identity(relid, column) &&
 		 SPI_execute(psprintf("ALTER TABLE %s ALTER COLUMN %s DROP IDENTITY",
 							  relname, quote_identifier(column)),
@@ -404,8 +403,7 @@ distseq_create_for_column(PG_FUNCTION_ARGS)
 										 get_rel_name(relid));
 
 	/* lock out writers first, then read the largest value in use */
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	distseq_spi_connect();
 	if (SPI_execute(psprintf("LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE", relname),
 					false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not lock table %s", relname);
@@ -462,8 +460,7 @@ distseq_drop(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("distseq sequence \"%s\" does not exist", name)));
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	distseq_spi_connect();
 	if (SPI_execute(psprintf("DROP SEQUENCE distseq.%s", quote_identifier(name)),
 					false, 0) != SPI_OK_UTILITY)
 		elog(ERROR, "could not drop sequence distseq.%s", name);

@@ -80,8 +80,7 @@ distseq_spi_enter_catalog(DistseqSpiContext *cxt)
 	(void) set_config_option("search_path", "pg_catalog, pg_temp",
 							 PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	distseq_spi_connect();
 }
 
 void
@@ -156,12 +155,13 @@ distseq_catalog(void)
 	int			m = 0;
 	const char *schema = extension_lookup(&m);
 
-	cat.minor = m;
 	cat.origin = m >= 1;
 	cat.stripes = m >= 2;
 	cat.peers = m >= 3;
 	cat.changes = m >= 4;
 	cat.owned_by = m >= 7;
+	cat.ballots = m >= 7;
+	cat.redefine_members = m >= 7;
 	cat.schema = m >= 5 ? "distseq" : schema;
 	return cat;
 }
@@ -180,13 +180,6 @@ const char *
 distseq_extension_schema(void)
 {
 	return extension_lookup(NULL);
-}
-
-/* The minor number of the installed version: 3 knows peers, 4 removes */
-int
-distseq_catalog_minor(void)
-{
-	return distseq_catalog().minor;
 }
 
 /*

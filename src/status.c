@@ -76,6 +76,28 @@ range_values(DistseqSeq *seq, DistseqRange r, Datum *values, bool *nulls)
 	values[1] = Int64GetDatum(VALUE_OF(*seq, r.hi - 1) + 1);
 }
 
+/*
+ * A copy of entry i, taken under its lock, and with "rest" what is left of
+ * its stream's chunk; its generation, or 0 when the entry is free, of
+ * another database or of a sequence the caller may not see.
+ */
+static uint64
+status_snapshot(int i, DistseqSeq *copy, DistseqRange *rest)
+{
+	DistseqSeq *seq = &Distseq->seqs[i];
+	uint64		gen;
+
+	LWLockAcquire(seq->lock, LW_SHARED);
+	gen = pg_atomic_read_u64(&seq->gen);
+	memcpy(copy, seq, sizeof(DistseqSeq));
+	if (rest)
+		*rest = distseq_pool_stream_rest(seq);
+	LWLockRelease(seq->lock);
+	if (gen == 0 || copy->dboid != MyDatabaseId || !may_see(copy->relid))
+		return 0;
+	return gen;
+}
+
 PG_FUNCTION_INFO_V1(distseq_pool_status);
 
 Datum
@@ -88,20 +110,14 @@ distseq_pool_status(PG_FUNCTION_ARGS)
 
 	for (int i = 0; i < distseq_max_sequences; i++)
 	{
-		DistseqSeq *seq = &Distseq->seqs[i];
 		DistseqSeq	copy;
 		Datum		values[15];
 		bool		nulls[15] = {0};
 		int64		returned = 0;
-		uint64		gen;
+		uint64		gen = status_snapshot(i, &copy, NULL);
 		double		rate;
 
-		LWLockAcquire(seq->lock, LW_SHARED);
-		gen = pg_atomic_read_u64(&seq->gen);
-		memcpy(&copy, seq, sizeof(DistseqSeq));
-		LWLockRelease(seq->lock);
-
-		if (gen == 0 || copy.dboid != MyDatabaseId || !may_see(copy.relid))
+		if (gen == 0)
 			continue;
 
 		for (int f = 0; f < copy.nfrags; f++)
@@ -158,21 +174,13 @@ distseq_block_status(PG_FUNCTION_ARGS)
 
 	for (int i = 0; i < distseq_max_sequences; i++)
 	{
-		DistseqSeq *seq = &Distseq->seqs[i];
 		DistseqSeq	copy;
 		DistseqRange r;
-		uint64		gen;
+		uint64		gen = status_snapshot(i, &copy, &r);
 		Datum		values[5];
 		bool		nulls[5] = {0};
 
-		LWLockAcquire(seq->lock, LW_SHARED);
-		gen = pg_atomic_read_u64(&seq->gen);
-		memcpy(&copy, seq, sizeof(DistseqSeq));
-		r = distseq_pool_stream_rest(seq);
-		LWLockRelease(seq->lock);
-
-		if (gen == 0 || copy.dboid != MyDatabaseId || !may_see(copy.relid) ||
-			RANGE_SIZE(r) <= 0)
+		if (gen == 0 || RANGE_SIZE(r) <= 0)
 			continue;
 		nulls[0] = true;
 		values[1] = ObjectIdGetDatum(copy.relid);

@@ -89,9 +89,9 @@ distseq_room(int64 top, int64 last, int64 size)
  * for the row sees the flag when it goes on (change.c).  SPI connected.
  */
 void
-distseq_note_windows(const char *schema, int minor)
+distseq_note_windows(const char *schema, bool changes)
 {
-	if (minor < 4)
+	if (!changes)					/* before 1.4, no made_windows */
 		return;
 	distseq_spi_exec(psprintf("UPDATE %s.distseq_node SET made_windows = true"
 							  " WHERE epoch = 0 AND NOT made_windows", schema),
@@ -162,7 +162,7 @@ distseq_windows_ensure(const DistseqCatalog *cat, const char *name,
 		open++;
 		top = end;
 		if (stripes == 1)
-			distseq_note_windows(schema, cat->minor);
+			distseq_note_windows(schema, cat->changes);
 	}
 	/* a majority of one: this node's mark is the top */
 	if (cat->peers)
@@ -388,8 +388,7 @@ distseq_catalog_reserve(Oid relid, uint64 gen, int64 count, bool account,
 
 	seq.cat = distseq_catalog();
 	*need_windows = false;
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	distseq_spi_connect();
 
 	values[0] = Int64GetDatum((int64) relid);
 	values[1] = Int64GetDatum((int64) GetSystemIdentifier());
@@ -569,8 +568,7 @@ distseq_catalog_release(Oid relid, uint64 gen, DistseqRange *ranges,
 		return 0;
 	schema = distseq_catalog_schema();
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "SPI_connect failed");
+	distseq_spi_connect();
 
 	qsort(ranges, nranges, sizeof(DistseqRange), range_cmp_desc);
 	values[0] = Int64GetDatum((int64) relid);
