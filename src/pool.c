@@ -47,6 +47,7 @@
 #include "postgres.h"
 
 #include "distseq.h"
+#include "compat.h"
 
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -227,11 +228,7 @@ pool_wants_refill(DistseqSeq *seq)
  * with the entry's lock held, and release it; each cancels the sleep if
  * there is one.
  */
-static void pool_exhausted_error(DistseqSeq *seq, bool sleeping) pg_attribute_noreturn();
-static void pool_failed_error(DistseqSeq *seq) pg_attribute_noreturn();
-static void pool_timeout_error(DistseqSeq *seq, long elapsed_ms) pg_attribute_noreturn();
-
-static void
+pg_noreturn static void
 pool_exhausted_error(DistseqSeq *seq, bool sleeping)
 {
 	char		name[NAMEDATALEN];
@@ -247,7 +244,7 @@ pool_exhausted_error(DistseqSeq *seq, bool sleeping)
 					name, max_value)));
 }
 
-static void
+pg_noreturn static void
 pool_failed_error(DistseqSeq *seq)
 {
 	char		name[NAMEDATALEN];
@@ -268,7 +265,7 @@ pool_failed_error(DistseqSeq *seq)
 			 errdetail("The refill worker failed: %s", why)));
 }
 
-static void
+pg_noreturn static void
 pool_timeout_error(DistseqSeq *seq, long elapsed_ms)
 {
 	LWLockAcquire(seq->lock, LW_EXCLUSIVE);
