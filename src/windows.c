@@ -5,7 +5,8 @@
  *	  windows in distseq_windows, counted in slots (slot s is the value
  *	  s * stripes + stripe): this file does the arithmetic of slots, opens
  *	  windows above the highest one a sequence ever had, takes reservations
- *	  from the first open one, gives unused ranges back, and rejoins a
+ *	  from the first open one and deletes the closed windows no reader
+ *	  needs (WINDOWS_FORGET), gives unused ranges back, and rejoins a
  *	  catalog restored or moved from elsewhere.
  *
  * Reservations are made only in transactions of their own -- the refill
@@ -19,8 +20,8 @@
  *	- the sequence's row in distseq_sequences, FOR NO KEY UPDATE, before
  *	  anything is reserved (by the reservation's callers) or a creating
  *	  transaction's draws are recorded: it orders us against distseq_drop,
- *	  distseq_setval and friends.  A release locks the windows it gives
- *	  back to and updates the row last;
+ *	  distseq_setval and friends.  A release locks it FOR SHARE, then the
+ *	  windows it gives back to, and updates the row last;
  *	- a window's row FOR UPDATE SKIP LOCKED to take from it, so that a
  *	  concurrent reserver takes the next window; FOR UPDATE to give back to
  *	  it or close it on a rejoin;
@@ -97,6 +98,45 @@ distseq_note_windows(const char *schema, bool changes)
 							  " WHERE epoch = 0 AND NOT made_windows", schema),
 					 0, NULL, NULL, SPI_OK_UPDATE);
 }
+
+/*
+ * A sequence keeps its open windows and its two highest closed windows;
+ * the older closed windows are deleted when a window closes, at most this
+ * many at a time.
+ *
+ * Why that is enough: windows never overlap, and every reader but one
+ * needs only the open windows and the top -- the end of the highest window
+ * (new windows start above it and the high-water mark), the highest
+ * reserved value (max next_hi: setval and alter refuse below it; the
+ * highest closed window has the largest next_hi of the closed ones), and
+ * that the sequence has windows at all.  Every such value is the same with
+ * or without the history, and the delete commits with the close, so a
+ * dump, a copy at any point in time or a standby sees the same top too:
+ * a restore or a promotion rejoins above it as before.  Deleting a row
+ * frees nothing: no window is ever made below the top.  The one reader of
+ * closed windows is the release (distseq_catalog_release), which puts a
+ * range whose window is gone back as a window of its own.
+ *
+ * A release lowers next_hi, though.  Had it given back all that the
+ * highest touched window (next_hi > window_start) reserved, the highest
+ * reserved value could fall below the deleted windows, and a setval or an
+ * alter of max_value that must be refused would pass (an alter, cutting
+ * the windows above, would then lower the top and reopen values handed
+ * out).  What keeps it: every deleted window ends at or below the start of
+ * the highest touched window T.  A close makes it true (it keeps itself
+ * and the highest closed window below it, and deletes below that), and
+ * only a release could break it, by leaving T with nothing reserved; it
+ * may do so only when the window right below T is closed and ends where
+ * T starts (no deleted window fits between them, and that window becomes
+ * T), or a touched window lies above T (windows_may_untouch).  Otherwise
+ * it keeps T's first slot reserved, counted lost: that happens when a
+ * pool gives back a whole window while the last window below it that
+ * was drawn from was deleted, or belongs to another node.
+ *
+ * Bounded per call so that a close never stalls on a long history; each
+ * later close deletes more.
+ */
+#define WINDOWS_FORGET	256
 
 /* The end of the highest window of sequence $1, by index */
 static char *
@@ -187,6 +227,7 @@ windows_take(const char *schema, const char *name, int64 count)
 	Oid			types[3] = {TEXTOID, INT8OID, INT8OID};
 	Datum		values[3];
 	DistseqRange r = {0, 0};
+	int64		end;
 
 	values[0] = CStringGetTextDatum(name);
 	if (distseq_spi_exec(psprintf("SELECT window_start, next_hi, window_end"
@@ -198,13 +239,35 @@ windows_take(const char *schema, const char *name, int64 count)
 		return r;
 
 	r.lo = distseq_spi_int8(0, 2);
-	r.hi = r.lo + distseq_room(r.lo, distseq_spi_int8(0, 3) - 1, count);
+	end = distseq_spi_int8(0, 3);
+	r.hi = r.lo + distseq_room(r.lo, end - 1, count);
 	values[1] = distseq_spi_int8(0, 1);
 	values[2] = Int64GetDatum(r.hi);
 	distseq_spi_exec(psprintf("UPDATE %s.distseq_windows SET next_hi = $3"
 						  " WHERE sequence_name = $1 AND window_start = $2",
 						  schema),
 				 3, types, values, SPI_OK_UPDATE);
+
+	/*
+	 * It closed the window: the closed windows below the highest closed one
+	 * below it are history (see WINDOWS_FORGET).  A window a release
+	 * reopened meanwhile fails the recheck of next_hi and stays.
+	 */
+	if (r.hi == end)
+		distseq_spi_exec(psprintf("DELETE FROM %s.distseq_windows"
+								  " WHERE sequence_name = $1 AND next_hi = window_end"
+								  " AND window_start < (SELECT window_start"
+								  "  FROM %s.distseq_windows"
+								  "  WHERE sequence_name = $1 AND window_start < $2"
+								  "  AND next_hi = window_end"
+								  "  ORDER BY window_start DESC LIMIT 1)"
+								  " AND window_start IN (SELECT window_start"
+								  "  FROM %s.distseq_windows"
+								  "  WHERE sequence_name = $1 AND window_start < $2"
+								  "  AND next_hi = window_end"
+								  "  ORDER BY window_start LIMIT %d)",
+								  schema, schema, schema, WINDOWS_FORGET),
+						 2, types, values, SPI_OK_DELETE);
 	return r;
 }
 
@@ -444,17 +507,78 @@ range_cmp_desc(const void *a, const void *b)
 }
 
 /*
- * Give one range back, window by window, where its windows still have it
- * reserved (see below); returns how much went back.  The windows are
- * locked FOR UPDATE.
+ * Give [lo, hi), reserved from a window that has since closed and been
+ * deleted (WINDOWS_FORGET), back as an open window of its own, if no row
+ * covers any of it and it lies below the highest window.  The caller holds
+ * the sequence's row, read with the range's generation and no servers:
+ * then the range came from one of this node's own windows (a local one or
+ * a majority win, never another node's) and was never handed out, and
+ * since no window is ever made below the highest, nobody else can have it.
+ * Returns how much went back.
  */
 static int64
-windows_give_back(const char *schema, Oid relid, uint64 gen,
-				  DistseqRange range)
+windows_reopen(const char *schema, const char *name, int64 lo, int64 hi)
+{
+	Oid			types[3] = {TEXTOID, INT8OID, INT8OID};
+	Datum		values[3];
+
+	values[0] = CStringGetTextDatum(name);
+	values[1] = Int64GetDatum(lo);
+	values[2] = Int64GetDatum(hi);
+	if (distseq_spi_exec(psprintf("INSERT INTO %s.distseq_windows"
+								  " (sequence_name, window_start, window_end, next_hi)"
+								  " SELECT $1, $2, $3, $2"
+								  " WHERE $3 <= (SELECT window_start FROM %s.distseq_windows"
+								  "  WHERE sequence_name = $1 ORDER BY window_start DESC LIMIT 1)"
+								  " AND NOT EXISTS (SELECT FROM %s.distseq_windows"
+								  "  WHERE sequence_name = $1 AND window_start < $3"
+								  "  AND window_start >= COALESCE((SELECT window_start"
+								  "   FROM %s.distseq_windows WHERE sequence_name = $1"
+								  "   AND window_start <= $2 ORDER BY window_start DESC LIMIT 1), $2)"
+								  "  AND window_end > $2)",
+								  schema, schema, schema, schema),
+						 3, types, values, SPI_OK_INSERT) != 1)
+		return 0;
+	return hi - lo;
+}
+
+/*
+ * Whether the window at "start", all its reserved part given back, may be
+ * left with nothing reserved (see WINDOWS_FORGET): when a window above it
+ * has something reserved, or the window right below it is closed and ends
+ * where it starts.
+ */
+static bool
+windows_may_untouch(const char *schema, const char *name, int64 start)
+{
+	Oid			types[2] = {TEXTOID, INT8OID};
+	Datum		values[2] = {CStringGetTextDatum(name), Int64GetDatum(start)};
+
+	distseq_spi_exec(psprintf("SELECT EXISTS (SELECT FROM %s.distseq_windows"
+							  "  WHERE sequence_name = $1 AND window_start > $2"
+							  "  AND next_hi > window_start)"
+							  " OR COALESCE((SELECT window_end = $2 AND next_hi = window_end"
+							  "  FROM %s.distseq_windows WHERE sequence_name = $1"
+							  "  AND window_start < $2 ORDER BY window_start DESC LIMIT 1), false)",
+							  schema, schema),
+					 2, types, values, SPI_OK_SELECT);
+	return distseq_spi_int8(0, 1) != 0;
+}
+
+/*
+ * Give one range back, window by window, where its windows still have it
+ * reserved (see below); returns how much went back.  The windows are
+ * locked FOR UPDATE.  "reopen": parts no window covers may go back as
+ * windows of their own (windows_reopen).
+ */
+static int64
+windows_give_back(const char *schema, const char *name, bool reopen,
+				  Oid relid, uint64 gen, DistseqRange range)
 {
 	Oid			types[4] = {INT8OID, INT8OID, INT8OID, INT8OID};
 	Datum		values[4];
 	int64		back = 0;
+	int64		covered = range.lo;
 	uint64		nwindows;
 	struct
 	{
@@ -467,14 +591,26 @@ windows_give_back(const char *schema, Oid relid, uint64 gen,
 	values[1] = Int64GetDatum((int64) gen);
 	values[2] = Int64GetDatum(range.lo);
 	values[3] = Int64GetDatum(range.hi);
+
+	/*
+	 * Windows never overlap: of those that start at or below the range's
+	 * start only the highest can reach into it, so the scan starts there
+	 * and not at the sequence's first window.
+	 */
 	nwindows = distseq_spi_exec(psprintf("SELECT w.window_start, w.window_end, w.next_hi"
 										 " FROM %s.distseq_windows w"
 										 " JOIN %s.distseq_sequences s"
 										 " ON w.sequence_name = s.sequence_name"
 										 " WHERE s.seqrel = $1::oid AND s.generation = $2"
 										 " AND w.window_start < $4 AND w.window_end > $3"
+										 " AND w.window_start >= COALESCE((SELECT b.window_start"
+										 "  FROM %s.distseq_windows b"
+										 "  WHERE b.sequence_name = s.sequence_name"
+										 "  AND b.window_start <= $3"
+										 "  ORDER BY b.window_start DESC LIMIT 1), $3)"
+										 " ORDER BY w.window_start"
 										 " FOR UPDATE OF w",
-										 schema, schema),
+										 schema, schema, schema),
 								4, types, values, SPI_OK_SELECT);
 	w = palloc(sizeof(*w) * Max(nwindows, 1));
 	for (uint64 k = 0; k < nwindows; k++)
@@ -483,16 +619,30 @@ windows_give_back(const char *schema, Oid relid, uint64 gen,
 		w[k].end = distseq_spi_int8(k, 2);
 		w[k].next_hi = distseq_spi_int8(k, 3);
 	}
-	for (uint64 k = 0; k < nwindows; k++)
+	for (uint64 k = 0; k <= nwindows; k++)
 	{
 		Oid			wtypes[5] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8OID};
 		Datum		wvalues[5];
-		int64		lo = Max(range.lo, w[k].start);
-		int64		hi = Min(range.hi, w[k].end);
+		int64		lo;
+		int64		hi;
 
+		/* the part below this window (or above the last) that none covers */
+		hi = k < nwindows ? Max(w[k].start, range.lo) : range.hi;
+		if (reopen && hi > covered)
+			back += windows_reopen(schema, name, covered, hi);
+		if (k == nwindows)
+			break;
+		covered = Min(range.hi, w[k].end);
+
+		lo = Max(range.lo, w[k].start);
+		hi = Min(range.hi, w[k].end);
 		/* not all of it reserved here: it is not ours to give back */
 		if (hi > w[k].next_hi)
 			continue;
+		/* all of it back: the window may be the one that must stay touched */
+		if (lo == w[k].start && hi == w[k].next_hi &&
+			!windows_may_untouch(schema, name, w[k].start))
+			lo++;
 		wvalues[0] = Int64GetDatum((int64) relid);
 		wvalues[1] = Int64GetDatum((int64) gen);
 		wvalues[2] = Int64GetDatum(w[k].start);
@@ -545,8 +695,14 @@ windows_give_back(const char *schema, Oid relid, uint64 gen,
  * The pieces cover exactly the window, so windows still never overlap, and
  * every value the catalog holds reserved stays so.  A range that crosses
  * windows (rests that touched merge in the pool) is handed back window by
- * window.  Going from the highest range down lets adjacent ranges go back
- * one after the other.
+ * window.  A part whose window was closed and deleted meanwhile goes back
+ * as an open window of its own (windows_reopen).  Going from the highest
+ * range down lets adjacent ranges go back one after the other.
+ *
+ * The sequence's row is locked FOR SHARE first, as a reservation locks it
+ * before its windows: a setval or alter (which update the row, then close
+ * or cut windows) waits for us or we see its new generation, so no range
+ * goes back as a window below a floor they set.
  *
  * Returns the number of values lost (parts no window has reserved: the
  * sequence was dropped meanwhile, or the range came from another server);
@@ -557,25 +713,38 @@ int64
 distseq_catalog_release(Oid relid, uint64 gen, DistseqRange *ranges,
 						int nranges, int64 issued, int64 lost)
 {
-	const char *schema;
+	DistseqCatalog cat;
 	Oid			types[5] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8OID};
 	Datum		values[5];
 	int64		released = 0;
 	int64		dropped = 0;
+	char	   *name = NULL;
+	bool		reopen = false;
 
 	/* a sequence dropped meanwhile has nothing to take back */
 	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
 		return 0;
-	schema = distseq_catalog_schema();
+	cat = distseq_catalog();
 
 	distseq_spi_connect();
 
-	qsort(ranges, nranges, sizeof(DistseqRange), range_cmp_desc);
 	values[0] = Int64GetDatum((int64) relid);
 	values[1] = Int64GetDatum((int64) gen);
+	if (distseq_spi_exec(psprintf("SELECT sequence_name, %s FROM %s.distseq_sequences"
+								  " WHERE seqrel = $1::oid AND generation = $2 FOR SHARE",
+								  cat.peers ? "(servers IS NULL)::int::int8" : "1::int8",
+								  cat.schema),
+						 2, types, values, SPI_OK_SELECT) == 1)
+	{
+		name = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+		reopen = distseq_spi_int8(0, 2) == 1;
+	}
+
+	qsort(ranges, nranges, sizeof(DistseqRange), range_cmp_desc);
 	for (int i = 0; i < nranges; i++)
 	{
-		int64		back = windows_give_back(schema, relid, gen, ranges[i]);
+		int64		back = name ? windows_give_back(cat.schema, name, reopen,
+													relid, gen, ranges[i]) : 0;
 
 		released += back;
 		dropped += RANGE_SIZE(ranges[i]) - back;
@@ -588,7 +757,7 @@ distseq_catalog_release(Oid relid, uint64 gen, DistseqRange *ranges,
 						  " SET values_released = values_released + $3,"
 						  " values_lost = $4, values_issued = $5"
 						  " WHERE seqrel = $1::oid AND generation = $2",
-						  schema),
+						  cat.schema),
 				 5, types, values, SPI_OK_UPDATE);
 
 	SPI_finish();

@@ -12,7 +12,8 @@ use POSIX ();
 use Socket qw(SOL_SOCKET SO_RCVBUF);
 use Time::HiRes qw(time);
 
-our @EXPORT = qw(peer_node peer_server tcp_proxy);
+our @EXPORT =
+  qw(peer_node peer_server tcp_proxy window_log logged_windows window_overlaps);
 
 # A started node with distseq preloaded and installed, listening on
 # 127.0.0.1 with trust for loopback connections (and "hba" lines first);
@@ -37,6 +38,67 @@ distseq.remote_timeout = '2s'
 	$node->start;
 	$node->safe_psql('postgres', 'CREATE EXTENSION distseq');
 	return $node;
+}
+
+# Every window ever written on $node, in database $db: distseq deletes
+# closed windows below the highest one, so a test that checks what windows
+# covered (no two nodes' overlap, every value drawn was reserved) reads
+# public.distseq_window_log, which a trigger fills with each row as it is
+# inserted or updated (a release splits windows: the pieces are logged too).
+sub window_log
+{
+	my ($node, $db) = @_;
+	$node->safe_psql($db // 'postgres', q{
+		CREATE TABLE public.distseq_window_log (sequence_name text,
+			window_start bigint, window_end bigint, next_hi bigint);
+		CREATE FUNCTION public.distseq_window_logger() RETURNS trigger
+			LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+		BEGIN
+			INSERT INTO public.distseq_window_log
+				VALUES (NEW.sequence_name, NEW.window_start, NEW.window_end, NEW.next_hi);
+			RETURN NULL;
+		END $$;
+		CREATE TRIGGER distseq_window_log AFTER INSERT OR UPDATE
+			ON distseq.distseq_windows FOR EACH ROW
+			EXECUTE FUNCTION public.distseq_window_logger();});
+}
+
+# The union of the windows $node ever had for sequence $seq (from
+# window_log), as disjoint [start, end, $tag] intervals.
+sub logged_windows
+{
+	my ($node, $tag, $seq, $db) = @_;
+	my @w;
+	for my $line (split /\n/, $node->safe_psql($db // 'postgres',
+			"SELECT window_start, window_end FROM public.distseq_window_log"
+			  . " WHERE sequence_name = '$seq' ORDER BY window_start, window_end"))
+	{
+		my ($s, $e) = split /\|/, $line;
+		if (@w && $s <= $w[-1][1])
+		{
+			$w[-1][1] = $e if $e > $w[-1][1];
+		}
+		else
+		{
+			push @w, [ $s, $e, $tag ];
+		}
+	}
+	return @w;
+}
+
+# The pairs of intervals [start, end, tag] that overlap.
+sub window_overlaps
+{
+	my @w = sort { $a->[0] <=> $b->[0] } @_;
+	my @bad;
+	my $far = 0;
+	for my $i (1 .. $#w)
+	{
+		$far = $i - 1 if $w[ $i - 1 ][1] > $w[$far][1];
+		push @bad, "$w[$far][2]:[$w[$far][0],$w[$far][1]) $w[$i][2]:[$w[$i][0],$w[$i][1])"
+		  if $w[$i][0] < $w[$far][1];
+	}
+	return @bad;
 }
 
 # On node $on, a foreign server "node_$to_name" reaching node $to, with a
