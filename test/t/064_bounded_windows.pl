@@ -93,8 +93,32 @@ like($err, qr/distseq_setval: value \d+ is below what distseq sequence "b" may h
 like($err, qr/distseq_alter: max_value \d+ is below what distseq sequence "b" may have handed out/,
 	'alter below the reserved values is refused');
 
+# Blocks as large as the windows: each chunk of the stream is a whole
+# window, and while a session draws from one, the two windows after it
+# close, which deletes the chunk's window.  At the write-back the rest of
+# the chunk goes back as a window of its own.
+$node->safe_psql('postgres',
+	"CREATE TABLE f_drawn (v bigint PRIMARY KEY);
+	 SELECT distseq_create('f', block_size => 20, window_size => 20);");
+for (1 .. 5)
+{
+	$node->safe_psql('postgres',
+		"INSERT INTO f_drawn SELECT distseq_nextval('f') FROM generate_series(1, 25)");
+}
+my $f_max = $node->safe_psql('postgres', 'SELECT max(v) FROM f_drawn');
+
 # A clean restart writes the pool back, also what came from deleted windows
 $node->restart;
+is($node->safe_psql('postgres',
+		"SELECT values_lost FROM distseq_status WHERE sequence_name = 'f'"),
+	'0', 'f: the rest of a chunk whose window was deleted goes back');
+($ret, $out, $err) = $node->psql('postgres',
+	"SELECT distseq_alter('f', max_value => $f_max - 1)");
+like($err, qr/distseq_alter: max_value \d+ is below what distseq sequence "f" may have handed out/,
+	'f: after the write-back, alter below the values drawn is still refused');
+$node->safe_psql('postgres',
+	"INSERT INTO f_drawn SELECT distseq_nextval('f') FROM generate_series(1, 100)");
+pass('f: drawing after the restart: no value twice (primary key)');
 is($node->safe_psql('postgres',
 		"SELECT values_lost FROM distseq_status WHERE sequence_name = 'b'"),
 	'0', 'a clean restart loses no value');
@@ -113,6 +137,37 @@ is($node->safe_psql('postgres',
 cmp_ok($node->safe_psql('postgres', $rows), '<=', $min_open + 2 + $slack,
 	'still bounded after the write-back');
 $node->stop;
+
+# A server that others draw from (servers => ...): their reservations
+# close its windows while its own stream still draws from an older one,
+# which is deleted.  Its clean restart gives the rest of that chunk back
+# as a window of its own: nothing lost, and nothing handed out twice.
+my $src = peer_node('bounded_src');
+my $cli = peer_node('bounded_cli');
+peer_server($cli, 'src', $src);
+$src->safe_psql('postgres',
+	"CREATE TABLE drawn (v bigint PRIMARY KEY);
+	 SELECT distseq_create('h', block_size => 20, window_size => 20);
+	 INSERT INTO drawn SELECT distseq_nextval('h') FROM generate_series(1, 3);");
+$cli->safe_psql('postgres',
+	"SELECT distseq_create('h', block_size => 10, servers => ARRAY['node_src'])");
+my @cli_values = split /\n/, $cli->safe_psql('postgres',
+	"SELECT distseq_nextval('h') FROM generate_series(1, 200)");
+my $first = $src->safe_psql('postgres', 'SELECT min(v) FROM drawn');
+is($src->safe_psql('postgres',
+		"SELECT count(*) FROM distseq.distseq_windows
+		 WHERE sequence_name = 'h' AND window_start <= $first"),
+	'0', 'the window the source\'s stream draws from was deleted');
+$src->restart;
+is($src->safe_psql('postgres',
+		"SELECT values_lost FROM distseq_status WHERE sequence_name = 'h'"),
+	'0', 'the source\'s restart gives the rest of its chunk back');
+$src->safe_psql('postgres',
+	"INSERT INTO drawn SELECT distseq_nextval('h') FROM generate_series(1, 100)");
+my %src_seen = map { $_ => 1 } split /\n/, $src->safe_psql('postgres', 'SELECT v FROM drawn');
+is(scalar(grep { $src_seen{$_} } @cli_values), 0,
+	'the source hands out none of the values its client drew');
+$_->stop for $src, $cli;
 
 # Three nodes: windows come from the agents' majority compare-and-set
 my %node;
