@@ -554,12 +554,14 @@ windows_may_untouch(const char *schema, const char *name, int64 start)
 	Oid			types[2] = {TEXTOID, INT8OID};
 	Datum		values[2] = {CStringGetTextDatum(name), Int64GetDatum(start)};
 
-	distseq_spi_exec(psprintf("SELECT EXISTS (SELECT FROM %s.distseq_windows"
+	/* int8, not bool: distseq_spi_int8() reads an int8 Datum */
+	distseq_spi_exec(psprintf("SELECT (EXISTS (SELECT FROM %s.distseq_windows"
 							  "  WHERE sequence_name = $1 AND window_start > $2"
 							  "  AND next_hi > window_start)"
 							  " OR COALESCE((SELECT window_end = $2 AND next_hi = window_end"
 							  "  FROM %s.distseq_windows WHERE sequence_name = $1"
-							  "  AND window_start < $2 ORDER BY window_start DESC LIMIT 1), false)",
+							  "  AND window_start < $2 ORDER BY window_start DESC LIMIT 1), false))"
+							  "::int::int8",
 							  schema, schema),
 					 2, types, values, SPI_OK_SELECT);
 	return distseq_spi_int8(0, 1) != 0;
