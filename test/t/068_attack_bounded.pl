@@ -3,7 +3,8 @@
 # to the least value it accepts and raising it again (which, without peers,
 # lowers the mark to the cut and opens windows from there).  If the highest
 # reserved value ever fell below a value handed out, the raise would hand
-# it out again.  Every value drawn (committed or rolled back) is kept.
+# it out again.  Every value drawn (committed or rolled back) is kept; every
+# fourth restart is a crash.
 use strict;
 use warnings;
 
@@ -64,7 +65,16 @@ for my $round (1 .. 24)
 		draw($seq, 2, 0);
 	}
 	next if $round % 3;
-	$node->restart;
+	# mostly clean restarts (the pools go back), every fourth a crash
+	if ($round % 12)
+	{
+		$node->restart;
+	}
+	else
+	{
+		$node->stop('immediate');
+		$node->start;
+	}
 	for my $seq (sort keys %spec)
 	{
 		my $m = max_drawn($seq);
