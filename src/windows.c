@@ -5,9 +5,9 @@
  *	  windows in distseq_windows, counted in slots (slot s is the value
  *	  s * stripes + stripe): this file does the arithmetic of slots, opens
  *	  windows above the highest one a sequence ever had, takes reservations
- *	  from the first open one and deletes the closed windows no reader
- *	  needs (WINDOWS_FORGET), gives unused ranges back, and rejoins a
- *	  catalog restored or moved from elsewhere.
+ *	  from the first open one, merges the closed windows below the one a
+ *	  reservation closes into one row (WINDOWS_MERGE), gives unused ranges
+ *	  back, and rejoins a catalog restored or moved from elsewhere.
  *
  * Reservations are made only in transactions of their own -- the refill
  * worker's (distseq_catalog_reserve), or the one a peer's libpq session
@@ -100,43 +100,28 @@ distseq_note_windows(const char *schema, bool changes)
 }
 
 /*
- * A sequence keeps its open windows and its two highest closed windows;
- * the older closed windows are deleted when a window closes, at most this
- * many at a time.
+ * When a reservation closes a window, the closed windows right below it --
+ * from the highest window below it that is not closed, or from the first
+ * -- and the window itself become one closed row, at most this many at a
+ * time.  So a sequence keeps its open windows and, between them, one row
+ * for each run of closed ones: the table does not grow with the history.
  *
- * Why that is enough: windows never overlap, and every reader but one
- * needs only the open windows and the top -- the end of the highest window
- * (new windows start above it and the high-water mark), the highest
- * reserved value (max next_hi: setval and alter refuse below it; the
- * highest closed window has the largest next_hi of the closed ones), and
- * that the sequence has windows at all.  Every such value is the same with
- * or without the history, and the delete commits with the close, so a
- * dump, a copy at any point in time or a standby sees the same top too:
- * a restore or a promotion rejoins above it as before.  Deleting a row
- * frees nothing: no window is ever made below the top.  The one reader of
- * closed windows is the release (distseq_catalog_release), which puts a
- * range whose window is gone back as a window of its own.
+ * The merged row holds reserved exactly what its windows did, and the
+ * values between them that were never this node's windows (the windows of
+ * the other members of a group): nothing is lost, and every reader sees
+ * the same top (the end of the highest window), the same highest reserved
+ * value (max next_hi, which setval and alter refuse below) and the same
+ * "has windows" as before.  A range that a pool gives back lies in one of
+ * this node's own windows, so in one row: the release splits that row as
+ * it splits any closed window (windows_give_back).  No window is ever made
+ * below the top, so the values of a gap can come back to no one.  The
+ * merge commits with the reservation: a dump, a copy at any point in time
+ * or a standby sees a catalog with the same top and reserved values.
  *
- * A release lowers next_hi, though.  Had it given back all that the
- * highest touched window (next_hi > window_start) reserved, the highest
- * reserved value could fall below the deleted windows, and a setval or an
- * alter of max_value that must be refused would pass (an alter, cutting
- * the windows above, would then lower the top and reopen values handed
- * out).  What keeps it: every deleted window ends at or below the start of
- * the highest touched window T.  A close makes it true (it keeps itself
- * and the highest closed window below it, and deletes below that), and
- * only a release could break it, by leaving T with nothing reserved; it
- * may do so only when the window right below T is closed and ends where
- * T starts (no deleted window fits between them, and that window becomes
- * T), or a touched window lies above T (windows_may_untouch).  Otherwise
- * it keeps T's first slot reserved, counted lost: that happens when a
- * pool gives back a whole window while the last window below it that
- * was drawn from was deleted, or belongs to another node.
- *
- * Bounded per call so that a close never stalls on a long history; each
- * later close deletes more.
+ * Bounded per call so that a close never stalls on a long history (a
+ * catalog from an older version); each later close merges more.
  */
-#define WINDOWS_FORGET	256
+#define WINDOWS_MERGE	256
 
 /* The end of the highest window of sequence $1, by index */
 static char *
@@ -248,26 +233,24 @@ windows_take(const char *schema, const char *name, int64 count)
 						  schema),
 				 3, types, values, SPI_OK_UPDATE);
 
-	/*
-	 * It closed the window: the closed windows below the highest closed one
-	 * below it are history (see WINDOWS_FORGET).  A window a release
-	 * reopened meanwhile fails the recheck of next_hi and stays.
-	 */
+	/* it closed the window: merge the run of closed windows it ends */
 	if (r.hi == end)
-		distseq_spi_exec(psprintf("DELETE FROM %s.distseq_windows"
-								  " WHERE sequence_name = $1 AND next_hi = window_end"
-								  " AND window_start < (SELECT window_start"
-								  "  FROM %s.distseq_windows"
-								  "  WHERE sequence_name = $1 AND window_start < $2"
-								  "  AND next_hi = window_end"
-								  "  ORDER BY window_start DESC LIMIT 1)"
-								  " AND window_start IN (SELECT window_start"
-								  "  FROM %s.distseq_windows"
-								  "  WHERE sequence_name = $1 AND window_start < $2"
-								  "  AND next_hi = window_end"
-								  "  ORDER BY window_start LIMIT %d)",
-								  schema, schema, schema, WINDOWS_FORGET),
-						 2, types, values, SPI_OK_DELETE);
+		distseq_spi_exec(psprintf("WITH run AS (SELECT window_start FROM %s.distseq_windows"
+								  "  WHERE sequence_name = $1 AND window_start <= $2"
+								  "  AND window_start > COALESCE((SELECT max(window_start)"
+								  "   FROM %s.distseq_windows WHERE sequence_name = $1"
+								  "   AND window_start < $2 AND next_hi < window_end),"
+								  "   '-9223372036854775808'::int8)"
+								  "  ORDER BY window_start DESC LIMIT %d),"
+								  " low AS (SELECT min(window_start) AS start FROM run),"
+								  " gone AS (DELETE FROM %s.distseq_windows w USING low"
+								  "  WHERE w.sequence_name = $1 AND w.window_start > low.start"
+								  "  AND w.window_start IN (SELECT window_start FROM run))"
+								  " UPDATE %s.distseq_windows w SET window_end = $3, next_hi = $3"
+								  " FROM low WHERE w.sequence_name = $1"
+								  " AND w.window_start = low.start AND low.start < $2",
+								  schema, schema, WINDOWS_MERGE, schema, schema),
+						 3, types, values, SPI_OK_UPDATE);
 	return r;
 }
 
@@ -507,80 +490,17 @@ range_cmp_desc(const void *a, const void *b)
 }
 
 /*
- * Give [lo, hi), reserved from a window that has since closed and been
- * deleted (WINDOWS_FORGET), back as an open window of its own, if no row
- * covers any of it and it lies below the highest window.  The caller holds
- * the sequence's row, read with the range's generation and no servers:
- * then the range came from one of this node's own windows (a local one or
- * a majority win, never another node's) and was never handed out, and
- * since no window is ever made below the highest, nobody else can have it.
- * Returns how much went back.
- */
-static int64
-windows_reopen(const char *schema, const char *name, int64 lo, int64 hi)
-{
-	Oid			types[3] = {TEXTOID, INT8OID, INT8OID};
-	Datum		values[3];
-
-	values[0] = CStringGetTextDatum(name);
-	values[1] = Int64GetDatum(lo);
-	values[2] = Int64GetDatum(hi);
-	if (distseq_spi_exec(psprintf("INSERT INTO %s.distseq_windows"
-								  " (sequence_name, window_start, window_end, next_hi)"
-								  " SELECT $1, $2, $3, $2"
-								  " WHERE $3 <= (SELECT window_start FROM %s.distseq_windows"
-								  "  WHERE sequence_name = $1 ORDER BY window_start DESC LIMIT 1)"
-								  " AND NOT EXISTS (SELECT FROM %s.distseq_windows"
-								  "  WHERE sequence_name = $1 AND window_start < $3"
-								  "  AND window_start >= COALESCE((SELECT window_start"
-								  "   FROM %s.distseq_windows WHERE sequence_name = $1"
-								  "   AND window_start <= $2 ORDER BY window_start DESC LIMIT 1), $2)"
-								  "  AND window_end > $2)",
-								  schema, schema, schema, schema),
-						 3, types, values, SPI_OK_INSERT) != 1)
-		return 0;
-	return hi - lo;
-}
-
-/*
- * Whether the window at "start", all its reserved part given back, may be
- * left with nothing reserved (see WINDOWS_FORGET): when a window above it
- * has something reserved, or the window right below it is closed and ends
- * where it starts.
- */
-static bool
-windows_may_untouch(const char *schema, const char *name, int64 start)
-{
-	Oid			types[2] = {TEXTOID, INT8OID};
-	Datum		values[2] = {CStringGetTextDatum(name), Int64GetDatum(start)};
-
-	/* int8, not bool: distseq_spi_int8() reads an int8 Datum */
-	distseq_spi_exec(psprintf("SELECT (EXISTS (SELECT FROM %s.distseq_windows"
-							  "  WHERE sequence_name = $1 AND window_start > $2"
-							  "  AND next_hi > window_start)"
-							  " OR COALESCE((SELECT window_end = $2 AND next_hi = window_end"
-							  "  FROM %s.distseq_windows WHERE sequence_name = $1"
-							  "  AND window_start < $2 ORDER BY window_start DESC LIMIT 1), false))"
-							  "::int::int8",
-							  schema, schema),
-					 2, types, values, SPI_OK_SELECT);
-	return distseq_spi_int8(0, 1) != 0;
-}
-
-/*
  * Give one range back, window by window, where its windows still have it
  * reserved (see below); returns how much went back.  The windows are
- * locked FOR UPDATE.  "reopen": parts no window covers may go back as
- * windows of their own (windows_reopen).
+ * locked FOR UPDATE.
  */
 static int64
-windows_give_back(const char *schema, const char *name, bool reopen,
-				  Oid relid, uint64 gen, DistseqRange range)
+windows_give_back(const char *schema, Oid relid, uint64 gen,
+				  DistseqRange range)
 {
 	Oid			types[4] = {INT8OID, INT8OID, INT8OID, INT8OID};
 	Datum		values[4];
 	int64		back = 0;
-	int64		covered = range.lo;
 	uint64		nwindows;
 	struct
 	{
@@ -621,30 +541,16 @@ windows_give_back(const char *schema, const char *name, bool reopen,
 		w[k].end = distseq_spi_int8(k, 2);
 		w[k].next_hi = distseq_spi_int8(k, 3);
 	}
-	for (uint64 k = 0; k <= nwindows; k++)
+	for (uint64 k = 0; k < nwindows; k++)
 	{
 		Oid			wtypes[5] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8OID};
 		Datum		wvalues[5];
-		int64		lo;
-		int64		hi;
+		int64		lo = Max(range.lo, w[k].start);
+		int64		hi = Min(range.hi, w[k].end);
 
-		/* the part below this window (or above the last) that none covers */
-		hi = k < nwindows ? Max(w[k].start, range.lo) : range.hi;
-		if (reopen && hi > covered)
-			back += windows_reopen(schema, name, covered, hi);
-		if (k == nwindows)
-			break;
-		covered = Min(range.hi, w[k].end);
-
-		lo = Max(range.lo, w[k].start);
-		hi = Min(range.hi, w[k].end);
 		/* not all of it reserved here: it is not ours to give back */
 		if (hi > w[k].next_hi)
 			continue;
-		/* all of it back: the window may be the one that must stay touched */
-		if (lo == w[k].start && hi == w[k].next_hi &&
-			!windows_may_untouch(schema, name, w[k].start))
-			lo++;
 		wvalues[0] = Int64GetDatum((int64) relid);
 		wvalues[1] = Int64GetDatum((int64) gen);
 		wvalues[2] = Int64GetDatum(w[k].start);
@@ -697,14 +603,14 @@ windows_give_back(const char *schema, const char *name, bool reopen,
  * The pieces cover exactly the window, so windows still never overlap, and
  * every value the catalog holds reserved stays so.  A range that crosses
  * windows (rests that touched merge in the pool) is handed back window by
- * window.  A part whose window was closed and deleted meanwhile goes back
- * as an open window of its own (windows_reopen).  Going from the highest
- * range down lets adjacent ranges go back one after the other.
+ * window.  A window merged into a closed row below it (WINDOWS_MERGE) is
+ * in that row.  Going from the highest range down lets adjacent ranges go
+ * back one after the other.
  *
  * The sequence's row is locked FOR SHARE first, as a reservation locks it
- * before its windows: a setval or alter (which update the row, then close
- * or cut windows) waits for us or we see its new generation, so no range
- * goes back as a window below a floor they set.
+ * before its windows: a reservation that merges windows, a setval or an
+ * alter (which update the row, then close or cut windows) has committed
+ * before our first look at the windows, or waits for us.
  *
  * Returns the number of values lost (parts no window has reserved: the
  * sequence was dropped meanwhile, or the range came from another server);
@@ -715,38 +621,32 @@ int64
 distseq_catalog_release(Oid relid, uint64 gen, DistseqRange *ranges,
 						int nranges, int64 issued, int64 lost)
 {
-	DistseqCatalog cat;
+	const char *schema;
 	Oid			types[5] = {INT8OID, INT8OID, INT8OID, INT8OID, INT8OID};
 	Datum		values[5];
 	int64		released = 0;
 	int64		dropped = 0;
-	char	   *name = NULL;
-	bool		reopen = false;
+	bool		found;
 
 	/* a sequence dropped meanwhile has nothing to take back */
 	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
 		return 0;
-	cat = distseq_catalog();
+	schema = distseq_catalog_schema();
 
 	distseq_spi_connect();
 
 	values[0] = Int64GetDatum((int64) relid);
 	values[1] = Int64GetDatum((int64) gen);
-	if (distseq_spi_exec(psprintf("SELECT sequence_name, %s FROM %s.distseq_sequences"
-								  " WHERE seqrel = $1::oid AND generation = $2 FOR SHARE",
-								  cat.peers ? "(servers IS NULL)::int::int8" : "1::int8",
-								  cat.schema),
-						 2, types, values, SPI_OK_SELECT) == 1)
-	{
-		name = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
-		reopen = distseq_spi_int8(0, 2) == 1;
-	}
+	found = distseq_spi_exec(psprintf("SELECT FROM %s.distseq_sequences"
+									  " WHERE seqrel = $1::oid AND generation = $2"
+									  " FOR SHARE", schema),
+							 2, types, values, SPI_OK_SELECT) == 1;
 
 	qsort(ranges, nranges, sizeof(DistseqRange), range_cmp_desc);
 	for (int i = 0; i < nranges; i++)
 	{
-		int64		back = name ? windows_give_back(cat.schema, name, reopen,
-													relid, gen, ranges[i]) : 0;
+		int64		back = found ? windows_give_back(schema, relid, gen,
+													 ranges[i]) : 0;
 
 		released += back;
 		dropped += RANGE_SIZE(ranges[i]) - back;
@@ -759,7 +659,7 @@ distseq_catalog_release(Oid relid, uint64 gen, DistseqRange *ranges,
 						  " SET values_released = values_released + $3,"
 						  " values_lost = $4, values_issued = $5"
 						  " WHERE seqrel = $1::oid AND generation = $2",
-						  cat.schema),
+						  schema),
 				 5, types, values, SPI_OK_UPDATE);
 
 	SPI_finish();
