@@ -523,7 +523,6 @@ typedef struct DistseqPeer
 } DistseqPeer;
 
 extern DistseqPeer *distseq_client_of(const char *schema, int64 node_id);
-extern RemoteConn *distseq_client_connect(DistseqPeer *peer);
 extern DistseqPeer *distseq_client_or_error(const char *schema, int64 node_id,
 											char **error);
 
