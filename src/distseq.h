@@ -6,8 +6,10 @@
  *
  * Shared memory holds three things, all sized at postmaster start:
  *
- *	- DistseqShared: a header with the global lock and one DistseqDbWorker
- *	  per database that has a refill worker;
+ *	- DistseqShared: a header with the global lock, and an array of
+ *	  max_worker_processes DistseqDbWorker slots, one per database that has
+ *	  a refill worker (a database without a free background worker slot
+ *	  cannot run one anyway);
  *	- an array of distseq.max_sequences DistseqSeq entries, one per sequence
  *	  in use anywhere in the cluster, each with its own pool and LWLock;
  *	  an idle one is taken over by another sequence when none is free;
@@ -347,7 +349,7 @@ typedef struct DistseqShared
 	LWLock	   *lock;
 	pg_atomic_uint64 clock;		/* ticks at every chunk cut: LRU order */
 	ConditionVariable entry_cv; /* broadcast when an entry is parked */
-	DistseqDbWorker *workers;	/* max_sequences of them */
+	DistseqDbWorker *workers;	/* max_worker_processes of them */
 	DistseqSeq *seqs;			/* max_sequences of them */
 	DistseqBackend *backends;	/* MaxBackends of them */
 	DistseqMarks *marks;		/* MaxBackends * max_sequences of them */

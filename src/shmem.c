@@ -48,7 +48,7 @@ distseq_shmem_size(void)
 	Size		size;
 
 	size = MAXALIGN(sizeof(DistseqShared));
-	size = add_size(size, MAXALIGN(mul_size(distseq_max_sequences,
+	size = add_size(size, MAXALIGN(mul_size(max_worker_processes,
 											sizeof(DistseqDbWorker))));
 	size = add_size(size, MAXALIGN(mul_size(distseq_max_sequences,
 											sizeof(DistseqSeq))));
@@ -86,7 +86,7 @@ distseq_shmem_startup(void)
 	Distseq = (DistseqShared *) ptr;
 	ptr += MAXALIGN(sizeof(DistseqShared));
 	Distseq->workers = (DistseqDbWorker *) ptr;
-	ptr += MAXALIGN(mul_size(distseq_max_sequences, sizeof(DistseqDbWorker)));
+	ptr += MAXALIGN(mul_size(max_worker_processes, sizeof(DistseqDbWorker)));
 	Distseq->seqs = (DistseqSeq *) ptr;
 	ptr += MAXALIGN(mul_size(distseq_max_sequences, sizeof(DistseqSeq)));
 	Distseq->backends = (DistseqBackend *) ptr;
@@ -98,7 +98,7 @@ distseq_shmem_startup(void)
 		LWLockPadded *locks = GetNamedLWLockTranche(DISTSEQ_TRANCHE);
 
 		memset(Distseq->workers, 0,
-			   mul_size(distseq_max_sequences, sizeof(DistseqDbWorker)));
+			   mul_size(max_worker_processes, sizeof(DistseqDbWorker)));
 		memset(Distseq->seqs, 0,
 			   mul_size(distseq_max_sequences, sizeof(DistseqSeq)));
 		memset(Distseq->backends, 0, mul_size(MaxBackends, sizeof(DistseqBackend)));
@@ -108,7 +108,7 @@ distseq_shmem_startup(void)
 		Distseq->lock = &locks[0].lock;
 		pg_atomic_init_u64(&Distseq->clock, 1);
 		ConditionVariableInit(&Distseq->entry_cv);
-		for (int i = 0; i < distseq_max_sequences; i++)
+		for (int i = 0; i < max_worker_processes; i++)
 			ConditionVariableInit(&Distseq->workers[i].agent_cv);
 		for (int i = 0; i < distseq_max_sequences; i++)
 		{
