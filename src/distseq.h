@@ -13,6 +13,8 @@
  *	- an array of distseq.max_sequences DistseqSeq entries, one per sequence
  *	  in use anywhere in the cluster, each with its own pool and LWLock;
  *	  an idle one is taken over by another sequence when none is free;
+ *	  a hash table ("distseq entries", shmem.c) finds an entry by its
+ *	  identity;
  *	- an array of MaxBackends x distseq.max_sequences DistseqMarks slots:
  *	  a backend's marks on the sequence at that entry index, which make a
  *	  DROP wait for it (inuse.c).
@@ -20,10 +22,10 @@
  * Locking rules (the global lock and the entry locks form one tranche named
  * "distseq"):
  *	- DistseqShared->lock guards entry identity (dboid, relid, gen, name and
- *	  parameters) and the worker table.  Take it before any entry lock.
- *	  An entry changes identity under both locks: when it was free, when
- *	  its relation was dropped, or when it was parked (park_state) and no
- *	  backend uses it (shmem.c).
+ *	  parameters), the hash table of entries and the worker table.  Take
+ *	  it before any entry lock.  An entry changes identity under both
+ *	  locks: when it was free, when its relation was dropped, or when it
+ *	  was parked (park_state) and no backend uses it (shmem.c).
  *	- DistseqSeq->lock guards that entry's pool, refill state and counters,
  *	  and the installing of a chunk into its stream; values are drawn from
  *	  the stream without any lock (pool.c).

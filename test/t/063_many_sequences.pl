@@ -137,5 +137,12 @@ is( ($s3->[0] - $s2->[0] - (8 + 8 * $s2->[1]) * ($s3->[3] - $s2->[3])) /
 	2024,
 	'a worker slot costs 2,024 bytes, whatever max_sequences is');
 
+# entries are found through a hash table by identity, sized by max_sequences
+is( $node->safe_psql(
+		'postgres',
+		"SELECT count(*) FROM pg_shmem_allocations WHERE name = 'distseq entries'"),
+	'1',
+	'the hash table of entries is in shared memory');
+
 $node->stop;
 done_testing();
