@@ -92,15 +92,15 @@ static void
 refill_failed(DistseqSeq *seq, uint64 gen, const char *message,
 			  const char *detail)
 {
-	char	   *m = distseq_clean_text(message, sizeof(seq->last_error));
-	char	   *d = distseq_clean_text(detail ? detail : "", sizeof(seq->last_detail));
+	char	   *m = distseq_clean_text(message,
+										 sizeof(((DistseqFailure *) NULL)->message));
+	char	   *d = distseq_clean_text(detail ? detail : "",
+										 sizeof(((DistseqFailure *) NULL)->detail));
 
 	LWLockAcquire(seq->lock, LW_EXCLUSIVE);
 	if (pg_atomic_read_u64(&seq->gen) == gen)
 	{
-		seq->failures++;
-		strlcpy(seq->last_error, m, sizeof(seq->last_error));
-		strlcpy(seq->last_detail, d, sizeof(seq->last_detail));
+		distseq_pool_failed(seq, m, d);
 		seq->refill_pending = false;
 	}
 	LWLockRelease(seq->lock);

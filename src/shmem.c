@@ -75,8 +75,10 @@ distseq_shmem_size(void)
 											sizeof(DistseqSeq))));
 	size = add_size(size, MAXALIGN(mul_size(MaxBackends,
 											sizeof(DistseqBackend))));
-	size = add_size(size, mul_size(mul_size(MaxBackends, distseq_max_sequences),
-								   sizeof(DistseqMarks)));
+	size = add_size(size, MAXALIGN(mul_size(mul_size(MaxBackends,
+													 distseq_max_sequences),
+											sizeof(DistseqMarks))));
+	size = add_size(size, mul_size(DISTSEQ_FAILURES, sizeof(DistseqFailure)));
 	return size;
 }
 
@@ -95,7 +97,8 @@ distseq_shmem_request(void)
 #endif
 
 	RequestAddinShmemSpace(add_size(distseq_shmem_size(), distseq_hash_size()));
-	RequestNamedLWLockTranche(DISTSEQ_TRANCHE, 1 + distseq_max_sequences);
+	/* the global lock, the entries' and the ring of failures' */
+	RequestNamedLWLockTranche(DISTSEQ_TRANCHE, 2 + distseq_max_sequences);
 }
 
 static void
@@ -120,6 +123,9 @@ distseq_shmem_startup(void)
 	Distseq->backends = (DistseqBackend *) ptr;
 	ptr += MAXALIGN(mul_size(MaxBackends, sizeof(DistseqBackend)));
 	Distseq->marks = (DistseqMarks *) ptr;
+	ptr += MAXALIGN(mul_size(mul_size(MaxBackends, distseq_max_sequences),
+							 sizeof(DistseqMarks)));
+	Distseq->failure_ring = (DistseqFailure *) ptr;
 
 	info.keysize = sizeof(DistseqEntryKey);
 	info.entrysize = sizeof(DistseqEntryRef);
@@ -140,6 +146,10 @@ distseq_shmem_startup(void)
 			   mul_size(mul_size(MaxBackends, distseq_max_sequences),
 						sizeof(DistseqMarks)));
 		Distseq->lock = &locks[0].lock;
+		Distseq->failure_lock = &locks[1 + distseq_max_sequences].lock;
+		Distseq->failure_next = 0;
+		for (int i = 0; i < DISTSEQ_FAILURES; i++)
+			Distseq->failure_ring[i].index = -1;
 		pg_atomic_init_u64(&Distseq->clock, 1);
 		ConditionVariableInit(&Distseq->entry_cv);
 		for (int i = 0; i < max_worker_processes; i++)
@@ -321,8 +331,6 @@ seq_setup_locked(DistseqSeq *seq, Oid relid, uint64 gen, const char *name,
 	seq->park_requested = false;
 	seq->last_used = pg_atomic_fetch_add_u64(&Distseq->clock, 1);
 	seq->failures = 0;
-	seq->last_error[0] = '\0';
-	seq->last_detail[0] = '\0';
 	seq->issued = -1;			/* read from the catalog by the worker */
 	seq->lost = -1;
 	seq->refills = 0;

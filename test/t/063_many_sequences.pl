@@ -97,7 +97,7 @@ is( $node->safe_psql(
 	'three workers run at once with two entries');
 
 # Shared memory, the allocation named "distseq": README's formula
-#   64 + 1,248 E + 2,024 W + (8 + 8 E) B
+#   50,264 + 480 E + 2,024 W + (8 + 8 E) B
 # E entries (distseq.max_sequences), W worker slots (max_worker_processes),
 # B backend slots (MaxBackends, as sql/distseq_memory.sql computes it).
 sub shmem
@@ -121,7 +121,7 @@ for my $conf ("distseq.max_sequences = 10\n", "distseq.max_sequences = 30\n",
 	$node->append_conf('postgresql.conf', $conf);
 	$node->restart;
 	my ($size, $e, $w, $b) = split(/\|/, shmem());
-	is($size, 64 + 1248 * $e + 2024 * $w + (8 + 8 * $e) * $b,
+	is($size, 50264 + 480 * $e + 2024 * $w + (8 + 8 * $e) * $b,
 		"E = $e, W = $w, B = $b: shared memory as README states");
 	push @sizes, [ $size, $e, $w, $b ];
 }
@@ -130,8 +130,8 @@ for my $conf ("distseq.max_sequences = 10\n", "distseq.max_sequences = 30\n",
 my ($s1, $s2, $s3) = @sizes;
 is( ($s2->[0] - $s1->[0] - 8 * ($s2->[1] - $s1->[1]) * $s1->[3]) /
 	  ($s2->[1] - $s1->[1]),
-	1248,
-	'an entry costs 1,248 bytes, besides its 8-byte marks');
+	480,
+	'an entry costs 480 bytes, besides its 8-byte marks');
 is( ($s3->[0] - $s2->[0] - (8 + 8 * $s2->[1]) * ($s3->[3] - $s2->[3])) /
 	  ($s3->[2] - $s2->[2]),
 	2024,
