@@ -3,23 +3,18 @@ SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS distseq;
 RESET client_min_messages;
 --
--- Shared memory follows the formula README.md states, with the sizes of
--- the structs in src/distseq.h (shmem.c, distseq_shmem_size):
+-- Shared memory follows the formula README.md states (shmem.c,
+-- distseq_shmem_size), for the allocation named "distseq":
 --
---   size = header + ring + entry * E + worker * W + (slot + mark * E) * B
+--   size = 50,264 + 480 * E + 2,024 * W + (8 + 8 * E) * B
 --
 -- E entries (distseq.max_sequences), W worker slots (max_worker_processes:
--- one per database whose worker runs), B backend slots (MaxBackends).  The
--- struct sizes change with the code and are not pinned here, except those
--- the design promises: a backend slot and a backend's mark on an entry are
--- 8 bytes each, the only terms that grow with B.  What is left once they
--- are taken off is the header, the ring of the reasons of the last 64
--- failed refills, E entries and W worker slots: take 2 kB per worker slot
--- and 50 kB for the header and ring off, and what remains is positive (a worker slot is
--- 2,024 bytes, the header and ring 50,264) and under 512 bytes per entry.
--- With the defaults (128 entries, 100 connections, 8 worker processes) it
--- all stays under a megabyte.  test/t/063_many_sequences.pl measures each
--- term on its own.
+-- one per database whose worker runs), B backend slots (MaxBackends).
+-- 50,264 bytes are the header and the ring of the reasons of the last 64
+-- failed refills; a backend slot and a backend's mark on an entry are 8
+-- bytes each, the only terms that grow with B.  With the defaults (128
+-- entries, 100 connections, 8 worker processes) it all stays under a
+-- megabyte.  test/t/063_many_sequences.pl measures each term on its own.
 --
 -- MaxBackends: connections, autovacuum workers, background workers, WAL
 -- senders and special workers (the autovacuum launcher; from 18 on,
@@ -37,15 +32,13 @@ WITH settings AS (
 		   + current_setting('max_worker_processes')::bigint
 		   + current_setting('max_wal_senders')::bigint AS default_backends
 ), measured AS (
-	SELECT s.*,
-		   a.size - (8 + 8 * s.entries) * s.backends - 2048 * s.workers
-		   - 50 * 1024 AS per_entries
+	SELECT s.*, a.size
 	FROM pg_shmem_allocations a, settings s
 	WHERE a.name = 'distseq'
 )
-SELECT per_entries > 0 AND per_entries < 512 * entries AS as_documented,
-	   per_entries * 128 / entries + 2048 * 8 + 50 * 1024
-		   + (8 + 8 * 128) * default_backends
+SELECT size = 50264 + 480 * entries + 2024 * workers
+			  + (8 + 8 * entries) * backends AS as_documented,
+	   50264 + 480 * 128 + 2024 * 8 + (8 + 8 * 128) * default_backends
 		   < 1024 * 1024 AS defaults_under_a_megabyte
 FROM measured;
 
