@@ -401,7 +401,6 @@ extern void distseq_shmem_init(void);
 extern void distseq_check_loaded(void);
 extern DistseqSeq *distseq_seq_attach(Oid relid, uint64 gen, const char *name,
 									  const DistseqDef *def, uint64 *incarnation);
-extern DistseqSeq *distseq_seq_find(Oid dboid, Oid relid, uint64 gen);
 extern void distseq_seq_forget(Oid relid);
 extern void distseq_forget_database(Oid dboid);
 extern void distseq_backend_attach(void);

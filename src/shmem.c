@@ -243,17 +243,6 @@ seq_unhash_locked(DistseqSeq *seq, uint64 gen)
 	(void) hash_search(entry_hash, &key, HASH_REMOVE, NULL);
 }
 
-DistseqSeq *
-distseq_seq_find(Oid dboid, Oid relid, uint64 gen)
-{
-	DistseqSeq *seq;
-
-	LWLockAcquire(Distseq->lock, LW_SHARED);
-	seq = seq_find_locked(dboid, relid, gen);
-	LWLockRelease(Distseq->lock);
-	return seq;
-}
-
 /*
  * Free an entry.  Caller holds Distseq->lock exclusively.  Whatever its pool
  * and stream still hold is given up (reserved in the catalog, never handed
