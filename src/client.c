@@ -66,8 +66,8 @@ distseq_client_of(const char *schema, int64 node_id)
  * it, only while that role may use the server: as a refill checks the
  * sequence owner's right at each refill, and dblink at each connection.
  */
-RemoteConn *
-distseq_client_connect(DistseqPeer *peer)
+static RemoteConn *
+client_connect(DistseqPeer *peer)
 {
 	if (distseq_foreign_server_aclcheck(peer->serverid, peer->added_by, ACL_USAGE) != ACLCHECK_OK)
 	{
@@ -144,7 +144,7 @@ static void
 client_call(void *arg)
 {
 	ClientCall *c = arg;
-	RemoteConn *rc = distseq_client_connect(c->peer);
+	RemoteConn *rc = client_connect(c->peer);
 	const char *schema = distseq_remote_schema(rc);
 	char	   *sql = c->sql ? c->sql(schema) : client_sql(c, schema);
 	int			nparams = strlen(c->args);

@@ -6,25 +6,33 @@
  *
  * Shared memory holds three things, all sized at postmaster start:
  *
- *	- DistseqShared: a header with the global lock and one DistseqDbWorker
- *	  per database that has a refill worker;
+ *	- DistseqShared: a header with the global lock, and an array of
+ *	  max_worker_processes DistseqDbWorker slots, one per database that has
+ *	  a refill worker (a database without a free background worker slot
+ *	  cannot run one anyway);
  *	- an array of distseq.max_sequences DistseqSeq entries, one per sequence
  *	  in use anywhere in the cluster, each with its own pool and LWLock;
  *	  an idle one is taken over by another sequence when none is free;
+ *	  a hash table ("distseq entries", shmem.c) finds an entry by its
+ *	  identity;
  *	- an array of MaxBackends x distseq.max_sequences DistseqMarks slots:
  *	  a backend's marks on the sequence at that entry index, which make a
- *	  DROP wait for it (inuse.c).
+ *	  DROP wait for it (inuse.c);
+ *	- a ring of the last DISTSEQ_FAILURES failed refills, why each failed,
+ *	  for the sessions that waited on them (pool.c), with its own LWLock.
  *
  * Locking rules (the global lock and the entry locks form one tranche named
  * "distseq"):
  *	- DistseqShared->lock guards entry identity (dboid, relid, gen, name and
- *	  parameters) and the worker table.  Take it before any entry lock.
- *	  An entry changes identity under both locks: when it was free, when
- *	  its relation was dropped, or when it was parked (park_state) and no
- *	  backend uses it (shmem.c).
+ *	  parameters), the hash table of entries and the worker table.  Take
+ *	  it before any entry lock.  An entry changes identity under both
+ *	  locks: when it was free, when its relation was dropped, or when it
+ *	  was parked (park_state) and no backend uses it (shmem.c).
  *	- DistseqSeq->lock guards that entry's pool, refill state and counters,
  *	  and the installing of a chunk into its stream; values are drawn from
  *	  the stream without any lock (pool.c).
+ *	- DistseqShared->failure_lock guards the ring of failed refills.  It
+ *	  is taken last, under an entry's lock, and nothing is taken under it.
  *	- A DistseqMarks is written only by the backend that owns the slot, and
  *	  without any lock; others may read it, racily.  The one exception is
  *	  waited_xact, written by a DROP (inuse.c).
@@ -178,15 +186,8 @@ typedef struct DistseqSeq
 	uint8		park_state;		/* DISTSEQ_PARK_*, see shmem.c */
 	bool		park_requested; /* another sequence wants the entry */
 	uint64		last_used;		/* Distseq->clock at the last chunk cut */
-	uint32		failures;		/* refills that failed, ever */
-
-	/*
-	 * Why the last refill failed, for the sessions that waited on it: text
-	 * in the database's encoding, cut between characters, with no control
-	 * characters (distseq_clean_text); the detail may be "".
-	 */
-	char		last_error[256];
-	char		last_detail[512];
+	uint32		failures;		/* refills that failed, ever; why the last
+								 * one failed is in the ring of failures */
 
 	/*
 	 * Totals since the sequence was created: values in the stream's chunk or
@@ -210,6 +211,24 @@ distseq_seq_is(DistseqSeq *seq, Oid dboid, Oid relid, uint64 gen)
 	return pg_atomic_read_u64(&seq->gen) == gen && seq->relid == relid &&
 		seq->dboid == dboid;
 }
+
+/*
+ * Why a refill failed, for the sessions that waited on it: the entry (its
+ * index and incarnation) and its count of failures once this one was
+ * counted; text in the database's encoding, cut between characters, with
+ * no control characters (distseq_clean_text); the detail may be "".  The
+ * last DISTSEQ_FAILURES of them, over all entries, are kept.
+ */
+#define DISTSEQ_FAILURES	64
+
+typedef struct DistseqFailure
+{
+	int			index;			/* -1: never used */
+	uint32		failures;
+	uint64		incarnation;
+	char		message[256];
+	char		detail[512];
+} DistseqFailure;
 
 /*
  * park_state: an entry is parked once its worker wrote its pool and totals
@@ -347,10 +366,13 @@ typedef struct DistseqShared
 	LWLock	   *lock;
 	pg_atomic_uint64 clock;		/* ticks at every chunk cut: LRU order */
 	ConditionVariable entry_cv; /* broadcast when an entry is parked */
-	DistseqDbWorker *workers;	/* max_sequences of them */
+	DistseqDbWorker *workers;	/* max_worker_processes of them */
 	DistseqSeq *seqs;			/* max_sequences of them */
 	DistseqBackend *backends;	/* MaxBackends of them */
 	DistseqMarks *marks;		/* MaxBackends * max_sequences of them */
+	LWLock	   *failure_lock;
+	uint64		failure_next;	/* failures recorded, ever */
+	DistseqFailure *failure_ring;	/* DISTSEQ_FAILURES of them */
 } DistseqShared;
 
 /* src/distseq.c */
@@ -379,7 +401,6 @@ extern void distseq_shmem_init(void);
 extern void distseq_check_loaded(void);
 extern DistseqSeq *distseq_seq_attach(Oid relid, uint64 gen, const char *name,
 									  const DistseqDef *def, uint64 *incarnation);
-extern DistseqSeq *distseq_seq_find(Oid dboid, Oid relid, uint64 gen);
 extern void distseq_seq_forget(Oid relid);
 extern void distseq_forget_database(Oid dboid);
 extern void distseq_backend_attach(void);
@@ -400,6 +421,8 @@ extern bool distseq_pool_draw(DistseqSeq *seq, uint64 incarnation, int64 after,
 extern DistseqRange distseq_pool_stream_rest(DistseqSeq *seq);
 extern DistseqRange distseq_pool_close(DistseqSeq *seq);
 extern void distseq_pool_publish(DistseqSeq *seq, DistseqRange range);
+extern void distseq_pool_failed(DistseqSeq *seq, const char *message,
+								const char *detail);
 extern void distseq_pool_take_all(DistseqSeq *seq, DistseqRange *ranges,
 								  int *nranges);
 
@@ -523,7 +546,6 @@ typedef struct DistseqPeer
 } DistseqPeer;
 
 extern DistseqPeer *distseq_client_of(const char *schema, int64 node_id);
-extern RemoteConn *distseq_client_connect(DistseqPeer *peer);
 extern DistseqPeer *distseq_client_or_error(const char *schema, int64 node_id,
 											char **error);
 

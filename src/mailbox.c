@@ -34,7 +34,7 @@ DistseqDbWorker *MyDistseqWorker = NULL;
 DistseqDbWorker *
 distseq_mailbox_find(Oid dboid)
 {
-	for (int i = 0; i < distseq_max_sequences; i++)
+	for (int i = 0; i < max_worker_processes; i++)
 	{
 		if (Distseq->workers[i].dboid == dboid)
 			return &Distseq->workers[i];
@@ -88,7 +88,7 @@ distseq_mailbox_slot(Oid dboid)
 
 	if (w != NULL)
 		return w;
-	for (int i = 0; i < distseq_max_sequences && w == NULL; i++)
+	for (int i = 0; i < max_worker_processes && w == NULL; i++)
 	{
 		DistseqDbWorker *old = &Distseq->workers[i];
 
@@ -134,9 +134,9 @@ distseq_worker_wake(Oid dboid)
 		ereport(ERROR,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg("could not start a distseq worker for database \"%s\"", name),
-				 errdetail("Each of the %d worker slots (distseq.max_sequences) serves a database whose worker runs.",
-						   distseq_max_sequences),
-				 errhint("Increase distseq.max_sequences and restart the server.")));
+				 errdetail("Each of the %d worker slots (max_worker_processes) serves a database whose worker runs.",
+						   max_worker_processes),
+				 errhint("Increase max_worker_processes and restart the server.")));
 	}
 	if (!started)
 	{

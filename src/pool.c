@@ -40,7 +40,10 @@
  *
  * Everything but the draw runs under the entry's LWLock (seq->lock); nobody
  * sleeps while holding it.  Waiters sleep on seq->cv, which the worker
- * broadcasts when a refill ends, successfully or not.
+ * broadcasts when a refill ends, successfully or not.  Why a refill failed
+ * goes into a ring of the last DISTSEQ_FAILURES failures, server-wide, under
+ * Distseq->failure_lock taken inside seq->lock: a waiter finds the reason of
+ * its entry's last failure there, unless as many failures came since.
  *
  *-------------------------------------------------------------------------
  */
@@ -244,22 +247,71 @@ pool_exhausted_error(DistseqSeq *seq, bool sleeping)
 					name, max_value)));
 }
 
+/*
+ * A refill of the entry failed (refill.c): count it, and keep why, bounded
+ * and cleaned text, for the sessions that wait on it.  Caller holds
+ * seq->lock exclusively.
+ */
+void
+distseq_pool_failed(DistseqSeq *seq, const char *message, const char *detail)
+{
+	DistseqFailure *f;
+
+	seq->failures++;
+	LWLockAcquire(Distseq->failure_lock, LW_EXCLUSIVE);
+	f = &Distseq->failure_ring[Distseq->failure_next++ % DISTSEQ_FAILURES];
+	f->index = seq - Distseq->seqs;
+	f->incarnation = seq->incarnation;
+	f->failures = seq->failures;
+	strlcpy(f->message, message, sizeof(f->message));
+	strlcpy(f->detail, detail, sizeof(f->detail));
+	LWLockRelease(Distseq->failure_lock);
+}
+
+/*
+ * Why the entry's last refill failed, if the ring still has it.  Caller
+ * holds seq->lock.
+ */
+static bool
+pool_failure(DistseqSeq *seq, char *why, char *detail)
+{
+	bool		found = false;
+
+	LWLockAcquire(Distseq->failure_lock, LW_SHARED);
+	for (int i = 0; i < DISTSEQ_FAILURES && !found; i++)
+	{
+		DistseqFailure *f = &Distseq->failure_ring[i];
+
+		if (f->index == seq - Distseq->seqs &&
+			f->incarnation == seq->incarnation &&
+			f->failures == seq->failures)
+		{
+			strlcpy(why, f->message, sizeof(f->message));
+			strlcpy(detail, f->detail, sizeof(f->detail));
+			found = true;
+		}
+	}
+	LWLockRelease(Distseq->failure_lock);
+	return found;
+}
+
 pg_noreturn static void
 pool_failed_error(DistseqSeq *seq)
 {
 	char		name[NAMEDATALEN];
-	char		why[sizeof(seq->last_error)];
-	char		detail[sizeof(seq->last_detail)];
+	char		why[sizeof(((DistseqFailure *) NULL)->message)];
+	char		detail[sizeof(((DistseqFailure *) NULL)->detail)];
+	bool		known;
 
-	/* bounded, cleaned text the worker left for this sequence */
 	strlcpy(name, seq->name, NAMEDATALEN);
-	strlcpy(why, seq->last_error, sizeof(why));
-	strlcpy(detail, seq->last_detail, sizeof(detail));
+	known = pool_failure(seq, why, detail);
 	LWLockRelease(seq->lock);
 	ConditionVariableCancelSleep();
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("could not refill distseq sequence \"%s\"", name),
+			 !known ?
+			 errdetail("The refill worker failed; its reason gave way to later failures, see the server log.") :
 			 detail[0] ?
 			 errdetail("The refill worker failed: %s.\n%s", why, detail) :
 			 errdetail("The refill worker failed: %s", why)));

@@ -27,10 +27,11 @@
  * never both: segments are committed before they are published.
  *
  * Locking: seq->lock (shared) to read an entry's identity and refill
- * state, (exclusive) to size the segment and to publish it or record the
- * failure, never across a transaction or a remote call; the catalog rows
- * a reservation updates are locked by windows.c.  DistseqShared->lock, to
- * read and answer an agent pass request (mailbox.c).
+ * state (looked at without it first, distseq_refill_serve), (exclusive) to
+ * size the segment and to publish it or record the failure, never across a
+ * transaction or a remote call; the catalog rows a reservation updates are
+ * locked by windows.c.  DistseqShared->lock, to read and answer an agent
+ * pass request (mailbox.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -91,15 +92,15 @@ static void
 refill_failed(DistseqSeq *seq, uint64 gen, const char *message,
 			  const char *detail)
 {
-	char	   *m = distseq_clean_text(message, sizeof(seq->last_error));
-	char	   *d = distseq_clean_text(detail ? detail : "", sizeof(seq->last_detail));
+	char	   *m = distseq_clean_text(message,
+										 sizeof(((DistseqFailure *) NULL)->message));
+	char	   *d = distseq_clean_text(detail ? detail : "",
+										 sizeof(((DistseqFailure *) NULL)->detail));
 
 	LWLockAcquire(seq->lock, LW_EXCLUSIVE);
 	if (pg_atomic_read_u64(&seq->gen) == gen)
 	{
-		seq->failures++;
-		strlcpy(seq->last_error, m, sizeof(seq->last_error));
-		strlcpy(seq->last_detail, d, sizeof(seq->last_detail));
+		distseq_pool_failed(seq, m, d);
 		seq->refill_pending = false;
 	}
 	LWLockRelease(seq->lock);
@@ -536,7 +537,18 @@ refill_maybe_run_agent(void)
 		(void) refill_agent_pass(NULL, NULL);
 }
 
-/* Serve every refill requested for this database */
+/*
+ * Serve every refill requested for this database.
+ *
+ * Entries are looked at without their lock first, so that a wake costs a
+ * pass over the table, not a lock per entry.  A request this misses is
+ * still served: a backend sets refill_pending under seq->lock, then pokes
+ * us under Distseq->lock (distseq_mailbox_poke).  If that poke came before
+ * the worker's loop read the count of pokes (under Distseq->lock, before
+ * this pass), the flag was set before that read and this pass sees it; if
+ * it came after, the loop sees the count changed and serves again, or its
+ * latch wakes it.
+ */
 void
 distseq_refill_serve(void)
 {
@@ -545,6 +557,9 @@ distseq_refill_serve(void)
 		DistseqSeq *seq = &Distseq->seqs[i];
 		bool		pending;
 
+		if (!seq->refill_pending || seq->dboid != MyDatabaseId ||
+			pg_atomic_read_u64(&seq->gen) == 0)
+			continue;
 		/* the one waiting on a peer, and those put off meanwhile */
 		if (seq == distseq_sources_waiting() || list_member_ptr(remote_deferred, seq))
 			continue;

@@ -5,9 +5,12 @@
  *	  sequence entries, and each backend's slots of marks.
  *
  * The layout and its locking rules are described in distseq.h.  Entries
- * are found by a linear scan under the global lock; that happens once per
- * statement and call site at most (nextval.c caches the entry), never on
- * the hot path.
+ * are found by their identity (dboid, relid, gen) in a shared hash table,
+ * "distseq entries", under the global lock; that happens once per statement
+ * and call site at most (nextval.c caches the entry), never on the hot
+ * path.  The table holds exactly the entries whose gen is not 0: a key goes
+ * in when an entry is set up and out when it is freed or taken over, all
+ * under Distseq->lock held exclusively.
  *
  * distseq.max_sequences bounds the sequences in use at once.  When a
  * sequence needs an entry and none is free, the least recently used entry
@@ -30,6 +33,7 @@
 #include "storage/ipc.h"
 #include "storage/lock.h"
 #include "storage/shmem.h"
+#include "utils/hsearch.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
@@ -42,21 +46,46 @@ static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
 static bool backend_attached = false;
 
+/* The key of the hash table of entries: an entry's identity */
+typedef struct DistseqEntryKey
+{
+	Oid			dboid;
+	Oid			relid;
+	uint64		gen;
+} DistseqEntryKey;
+
+typedef struct DistseqEntryRef
+{
+	DistseqEntryKey key;
+	int			index;			/* in Distseq->seqs */
+} DistseqEntryRef;
+
+/* (dboid, relid, gen) -> entry, guarded by Distseq->lock */
+static HTAB *entry_hash = NULL;
+
 static Size
 distseq_shmem_size(void)
 {
 	Size		size;
 
 	size = MAXALIGN(sizeof(DistseqShared));
-	size = add_size(size, MAXALIGN(mul_size(distseq_max_sequences,
+	size = add_size(size, MAXALIGN(mul_size(max_worker_processes,
 											sizeof(DistseqDbWorker))));
 	size = add_size(size, MAXALIGN(mul_size(distseq_max_sequences,
 											sizeof(DistseqSeq))));
 	size = add_size(size, MAXALIGN(mul_size(MaxBackends,
 											sizeof(DistseqBackend))));
-	size = add_size(size, mul_size(mul_size(MaxBackends, distseq_max_sequences),
-								   sizeof(DistseqMarks)));
+	size = add_size(size, MAXALIGN(mul_size(mul_size(MaxBackends,
+													 distseq_max_sequences),
+											sizeof(DistseqMarks))));
+	size = add_size(size, mul_size(DISTSEQ_FAILURES, sizeof(DistseqFailure)));
 	return size;
+}
+
+static Size
+distseq_hash_size(void)
+{
+	return hash_estimate_size(distseq_max_sequences, sizeof(DistseqEntryRef));
 }
 
 static void
@@ -67,8 +96,9 @@ distseq_shmem_request(void)
 		prev_shmem_request_hook();
 #endif
 
-	RequestAddinShmemSpace(distseq_shmem_size());
-	RequestNamedLWLockTranche(DISTSEQ_TRANCHE, 1 + distseq_max_sequences);
+	RequestAddinShmemSpace(add_size(distseq_shmem_size(), distseq_hash_size()));
+	/* the global lock, the entries' and the ring of failures' */
+	RequestNamedLWLockTranche(DISTSEQ_TRANCHE, 2 + distseq_max_sequences);
 }
 
 static void
@@ -76,6 +106,7 @@ distseq_shmem_startup(void)
 {
 	bool		found;
 	char	   *ptr;
+	HASHCTL		info;
 
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
@@ -86,19 +117,28 @@ distseq_shmem_startup(void)
 	Distseq = (DistseqShared *) ptr;
 	ptr += MAXALIGN(sizeof(DistseqShared));
 	Distseq->workers = (DistseqDbWorker *) ptr;
-	ptr += MAXALIGN(mul_size(distseq_max_sequences, sizeof(DistseqDbWorker)));
+	ptr += MAXALIGN(mul_size(max_worker_processes, sizeof(DistseqDbWorker)));
 	Distseq->seqs = (DistseqSeq *) ptr;
 	ptr += MAXALIGN(mul_size(distseq_max_sequences, sizeof(DistseqSeq)));
 	Distseq->backends = (DistseqBackend *) ptr;
 	ptr += MAXALIGN(mul_size(MaxBackends, sizeof(DistseqBackend)));
 	Distseq->marks = (DistseqMarks *) ptr;
+	ptr += MAXALIGN(mul_size(mul_size(MaxBackends, distseq_max_sequences),
+							 sizeof(DistseqMarks)));
+	Distseq->failure_ring = (DistseqFailure *) ptr;
+
+	info.keysize = sizeof(DistseqEntryKey);
+	info.entrysize = sizeof(DistseqEntryRef);
+	entry_hash = ShmemInitHash("distseq entries", distseq_max_sequences,
+							   distseq_max_sequences, &info,
+							   HASH_ELEM | HASH_BLOBS);
 
 	if (!found)
 	{
 		LWLockPadded *locks = GetNamedLWLockTranche(DISTSEQ_TRANCHE);
 
 		memset(Distseq->workers, 0,
-			   mul_size(distseq_max_sequences, sizeof(DistseqDbWorker)));
+			   mul_size(max_worker_processes, sizeof(DistseqDbWorker)));
 		memset(Distseq->seqs, 0,
 			   mul_size(distseq_max_sequences, sizeof(DistseqSeq)));
 		memset(Distseq->backends, 0, mul_size(MaxBackends, sizeof(DistseqBackend)));
@@ -106,9 +146,13 @@ distseq_shmem_startup(void)
 			   mul_size(mul_size(MaxBackends, distseq_max_sequences),
 						sizeof(DistseqMarks)));
 		Distseq->lock = &locks[0].lock;
+		Distseq->failure_lock = &locks[1 + distseq_max_sequences].lock;
+		Distseq->failure_next = 0;
+		for (int i = 0; i < DISTSEQ_FAILURES; i++)
+			Distseq->failure_ring[i].index = -1;
 		pg_atomic_init_u64(&Distseq->clock, 1);
 		ConditionVariableInit(&Distseq->entry_cv);
-		for (int i = 0; i < distseq_max_sequences; i++)
+		for (int i = 0; i < max_worker_processes; i++)
 			ConditionVariableInit(&Distseq->workers[i].agent_cv);
 		for (int i = 0; i < distseq_max_sequences; i++)
 		{
@@ -159,29 +203,44 @@ seq_index(DistseqSeq *seq)
 	return seq - Distseq->seqs;
 }
 
+static void
+entry_key(DistseqEntryKey *key, Oid dboid, Oid relid, uint64 gen)
+{
+	memset(key, 0, sizeof(*key));
+	key->dboid = dboid;
+	key->relid = relid;
+	key->gen = gen;
+}
+
 /* Caller holds Distseq->lock */
 static DistseqSeq *
 seq_find_locked(Oid dboid, Oid relid, uint64 gen)
 {
-	for (int i = 0; i < distseq_max_sequences; i++)
-	{
-		DistseqSeq *seq = &Distseq->seqs[i];
+	DistseqEntryKey key;
+	DistseqEntryRef *ref;
 
-		if (distseq_seq_is(seq, dboid, relid, gen))
-			return seq;
-	}
-	return NULL;
+	entry_key(&key, dboid, relid, gen);
+	ref = hash_search(entry_hash, &key, HASH_FIND, NULL);
+	if (ref == NULL)
+		return NULL;
+	Assert(distseq_seq_is(&Distseq->seqs[ref->index], dboid, relid, gen));
+	return &Distseq->seqs[ref->index];
 }
 
-DistseqSeq *
-distseq_seq_find(Oid dboid, Oid relid, uint64 gen)
+/*
+ * The entry, whose generation was gen (0: it was free), leaves the hash
+ * table: it is freed or taken over.  Caller holds Distseq->lock
+ * exclusively.
+ */
+static void
+seq_unhash_locked(DistseqSeq *seq, uint64 gen)
 {
-	DistseqSeq *seq;
+	DistseqEntryKey key;
 
-	LWLockAcquire(Distseq->lock, LW_SHARED);
-	seq = seq_find_locked(dboid, relid, gen);
-	LWLockRelease(Distseq->lock);
-	return seq;
+	if (gen == 0)
+		return;
+	entry_key(&key, seq->dboid, seq->relid, gen);
+	(void) hash_search(entry_hash, &key, HASH_REMOVE, NULL);
 }
 
 /*
@@ -193,6 +252,7 @@ static void
 seq_free_locked(DistseqSeq *seq)
 {
 	LWLockAcquire(seq->lock, LW_EXCLUSIVE);
+	seq_unhash_locked(seq, pg_atomic_read_u64(&seq->gen));
 	pg_atomic_write_u64(&seq->gen, 0);
 	seq->dboid = InvalidOid;
 	seq->relid = InvalidOid;
@@ -233,6 +293,9 @@ static void
 seq_setup_locked(DistseqSeq *seq, Oid relid, uint64 gen, const char *name,
 				 const DistseqDef *def)
 {
+	DistseqEntryKey key;
+	DistseqEntryRef *ref;
+
 	seq->dboid = MyDatabaseId;
 	seq->relid = relid;
 	strlcpy(seq->name, name, NAMEDATALEN);
@@ -257,8 +320,6 @@ seq_setup_locked(DistseqSeq *seq, Oid relid, uint64 gen, const char *name,
 	seq->park_requested = false;
 	seq->last_used = pg_atomic_fetch_add_u64(&Distseq->clock, 1);
 	seq->failures = 0;
-	seq->last_error[0] = '\0';
-	seq->last_detail[0] = '\0';
 	seq->issued = -1;			/* read from the catalog by the worker */
 	seq->lost = -1;
 	seq->refills = 0;
@@ -267,6 +328,11 @@ seq_setup_locked(DistseqSeq *seq, Oid relid, uint64 gen, const char *name,
 	/* we hold a lock on the relation: nobody is dropping it */
 	pg_atomic_write_u32(&seq->drop_state, 0);
 	pg_atomic_write_u64(&seq->gen, gen);
+
+	/* there is room: no more identities than entries */
+	entry_key(&key, seq->dboid, relid, gen);
+	ref = hash_search(entry_hash, &key, HASH_ENTER, NULL);
+	ref->index = seq_index(seq);
 }
 
 /*
@@ -320,6 +386,7 @@ seq_take_parked(DistseqSeq *seq)
 		pg_atomic_write_u64(&seq->gen, gen);
 		return false;
 	}
+	seq_unhash_locked(seq, gen);
 	return true;
 }
 

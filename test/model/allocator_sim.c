@@ -1,7 +1,8 @@
 /*
  * allocator_sim.c -- a randomized model checker for distseq's window
  * allocator and its membership changes (src/agent.c, src/member.c,
- * src/change.c, src/windows.c; DESIGN-NOTES.md sections 2 and 3).
+ * src/change.c, src/settle.c, src/windows.c; DESIGN-NOTES.md sections 2
+ * and 3).
  *
  * Every agent attempt, membership change, phase two and recovery is a state
  * machine that makes one call per step; between any two steps anything else

@@ -132,11 +132,11 @@ is(overlaps(windows(qw(a b c))), 0, 'no windows overlap, the removed member\'s i
 # A node that makes windows of its own while it is being added cannot
 # join: e creates a sequence (its first windows) in a transaction that a's
 # join of e has to wait for.
-my ($in, $out) = ('', '');
+my ($in, $solo_out) = ('', '');
 my $solo = IPC::Run::start([ 'psql', '-XAtq', '-d', $node{e}->connstr('postgres') ],
-	'<', \$in, '>', \$out, '2>', \$out);
+	'<', \$in, '>', \$solo_out, '2>', \$solo_out);
 $in .= "BEGIN; SELECT distseq_create('solo'); SELECT 'created';\n";
-$solo->pump until $out =~ /created/;
+$solo->pump until $solo_out =~ /created/;
 my $aout = '';
 my $adding = IPC::Run::start(
 	[ 'psql', '-XAtq', '-d', $node{a}->connstr('postgres'),
