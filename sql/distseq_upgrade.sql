@@ -33,7 +33,7 @@ SELECT distseq_rejoin('no_such');
 INSERT INTO seen SELECT distseq_nextval('upgraded') FROM generate_series(1, 100);
 SELECT count(*) AS drawn, count(DISTINCT v) AS distinct_values FROM seen;
 -- the skipped round: window_size * min_open_windows above the old top
--- (its closed window is deleted once later windows close)
+-- (its closed window is merged with the next ones that close)
 SELECT count(*) FILTER (WHERE v >= o.top AND v < o.top + 40) AS in_skipped_round,
        count(*) FILTER (WHERE v >= o.top + 40) > 0 AS drawn_above_it
 FROM seen, old_top o;

@@ -50,8 +50,8 @@ run_sql($s1, "SELECT distseq_nextval('m') FROM generate_series(1, 98);");
 is(run_sql($x, "SELECT distseq_nextval('m');"), '99', 'X draws the next value of the stream');
 
 # The terminated worker closes the stream and writes it back with the pool:
-# window 1 reopens at 100 -- or, when later windows closed and deleted it
-# meanwhile, the rest [100, 102) goes back as a window of its own.
+# window 1 reopens at 100 -- or, when later windows closed and merged it
+# into one row meanwhile, that row is split there.
 my $old = $node->safe_psql('postgres',
 	"SELECT pid FROM pg_stat_activity WHERE backend_type = 'distseq worker'");
 $node->safe_psql('postgres', "SELECT pg_terminate_backend($old)");

@@ -51,7 +51,7 @@ for my $n (qw(b c))
 	$node{$n}->safe_psql('postgres', 'SELECT count(*) FROM distseq_maintain()');
 }
 
-# Every window each node ever had (closed ones are deleted: window_log),
+# Every window each node ever had (closed ones are merged: window_log),
 # as one union per node: no two nodes' may overlap.
 sub all_windows
 {

@@ -9,9 +9,8 @@
 #   2,000 values here at most) is smaller than the burst.  This documents the
 #   limitation distseq.standby_ack = all removes.
 # Before the burst, the primary draws through 20 windows, which closes them
-# and deletes all but the two highest closed ones (windows.c): the standby
-# replays the deletions, and its rejoin skip is what it would be with the
-# whole history.
+# and merges them into one row (windows.c): the standby replays the merges,
+# and its rejoin skip is what it would be with every window kept.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -108,7 +107,7 @@ sub repeats
 	$primary->wait_for_catchup($standby);
 	my $rows = "SELECT count(*) FROM distseq.distseq_windows WHERE sequence_name = 's'";
 	cmp_ok($standby->safe_psql('postgres', $rows), '<=', 1 + 2 + 16,
-		'after 20 windows the standby holds the open and two closed ones, and what pools gave back');
+		'after 20 windows the standby holds the open ones, one merged row, and what pools gave back');
 	my @c_old = draw($c, 'r', 20);
 	is(scalar(@c_old), 20, 'a peer reservation is answered while the standby acknowledges');
 

@@ -28,7 +28,7 @@ distseq.worker_idle_timeout = '300ms'
 ");
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION distseq');
-# closed windows are deleted: check every window ever written
+# closed windows are merged: check every window ever written
 window_log($node);
 $node->safe_psql('postgres',
 	"SELECT distseq_create('s', block_size => 10, window_size => 1000);");

@@ -1,16 +1,16 @@
-# distseq_windows stays bounded: a sequence keeps its open windows and its
-# two highest closed windows, and a refill that closes a window deletes the
-# closed ones below those (at most 256 at a time).  Whatever the history,
-# the rows of a sequence stay at most
+# distseq_windows stays bounded: a refill that closes a window merges it
+# with the run of closed windows right below it into one row (at most 256
+# rows at a time).  Whatever the history, the rows of a sequence stay at
+# most
 #
-#   min_open_windows + 2 (the highest closed) + 2 x 8
+#   min_open_windows + 2 + 2 x 8
 #
-# where the slack is the ranges a pool may give back at a write-back as
-# open windows of their own (at most 8 rests and the segments it holds),
-# because their window was deleted meanwhile.  Nothing readers need moves:
-# the top of the windows and the highest reserved value are what they would
-# be with every row kept (checked against a log of every window ever
-# written), setval and alter below that are still refused, a clean restart
+# where the slack is the pieces a write-back splits rows into when a pool
+# gives ranges back (at most 8 rests and the segments it holds).  Nothing
+# readers need moves: the top of the windows and the highest reserved value
+# are what they would be with every row kept (checked against a log of
+# every window ever written), the rows hold reserved exactly what was
+# reserved, setval and alter below that are still refused, a clean restart
 # loses nothing, and no value comes twice, on one server or across three.
 use strict;
 use warnings;
@@ -32,7 +32,7 @@ $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION distseq');
 window_log($node);
 # 5,000 closed windows of history below the sequence's values, as a
-# catalog kept from before the deletion would have
+# catalog kept from before the merging would have
 $node->safe_psql('postgres',
 	"CREATE TABLE drawn (v bigint PRIMARY KEY);
 	 SELECT distseq_create('b', block_size => 5, window_size => 20,
@@ -61,9 +61,9 @@ cmp_ok($closed, '>=', 400, "$closed windows were closed");
 cmp_ok($node->safe_psql('postgres', $rows), '<=', $min_open + 2 + $slack,
 	'the rows of the sequence stay bounded, the history included');
 is($node->safe_psql('postgres',
-		"SELECT count(*) FROM distseq.distseq_windows WHERE sequence_name = 'b'"
-		  . " AND window_start < 100001"),
-	'0', 'the history below was deleted');
+		"SELECT count(*) || '|' || bool_and(window_end > 100001 AND next_hi = window_end)
+		 FROM distseq.distseq_windows WHERE sequence_name = 'b' AND window_start < 100001"),
+	'1|t', 'the history below was merged into one closed row with later windows');
 
 # What readers need is what the full history says
 is($node->safe_psql('postgres',
@@ -73,14 +73,14 @@ is($node->safe_psql('postgres',
 my $reserved = $node->safe_psql('postgres',
 	"SELECT max(next_hi) FROM distseq.distseq_windows
 	 WHERE sequence_name = 'b' AND next_hi > window_start");
-# every window deleted lies below it: without the deletion the highest
-# reserved value would be the same
+# the rows hold reserved exactly the history and what the catalog counts
+# reserved for b: a merge neither drops nor adds a reserved value
 is($node->safe_psql('postgres',
-		"SELECT count(*) FROM public.distseq_window_log l
-		 WHERE l.sequence_name = 'b' AND l.window_end > $reserved
-		 AND NOT EXISTS (SELECT FROM distseq.distseq_windows w
-						 WHERE w.sequence_name = 'b' AND w.window_start = l.window_start)"),
-	'0', 'every window deleted lies below the highest reserved value');
+		"SELECT (SELECT sum(next_hi - window_start) FROM distseq.distseq_windows
+				 WHERE sequence_name = 'b')
+			  = 100000 + values_reserved - values_released
+		 FROM distseq.distseq_sequences WHERE sequence_name = 'b'"),
+	't', 'the rows hold reserved exactly what was reserved');
 my $max_drawn = $node->safe_psql('postgres', 'SELECT max(v) FROM drawn');
 cmp_ok($reserved, '>', $max_drawn, 'and lies above every value drawn');
 
@@ -94,9 +94,9 @@ like($err, qr/distseq_alter: max_value \d+ is below what distseq sequence "b" ma
 	'alter below the reserved values is refused');
 
 # Blocks as large as the windows: each chunk of the stream is a whole
-# window, and while a session draws from one, the two windows after it
-# close, which deletes the chunk's window.  At the write-back the rest of
-# the chunk goes back as a window of its own.
+# window, and while a session draws from one, the windows after it close,
+# which merges the chunk's window into one row with them.  At the
+# write-back the rest of the chunk goes back into that row, split there.
 $node->safe_psql('postgres',
 	"CREATE TABLE f_drawn (v bigint PRIMARY KEY);
 	 SELECT distseq_create('f', block_size => 20, window_size => 20);");
@@ -107,11 +107,11 @@ for (1 .. 5)
 }
 my $f_max = $node->safe_psql('postgres', 'SELECT max(v) FROM f_drawn');
 
-# A clean restart writes the pool back, also what came from deleted windows
+# A clean restart writes the pool back, also what came from merged windows
 $node->restart;
 is($node->safe_psql('postgres',
 		"SELECT values_lost FROM distseq_status WHERE sequence_name = 'f'"),
-	'0', 'f: the rest of a chunk whose window was deleted goes back');
+	'0', 'f: the rest of a chunk whose window was merged goes back');
 ($ret, $out, $err) = $node->psql('postgres',
 	"SELECT distseq_alter('f', max_value => $f_max - 1)");
 like($err, qr/distseq_alter: max_value \d+ is below what distseq sequence "f" may have handed out/,
@@ -140,8 +140,9 @@ $node->stop;
 
 # A server that others draw from (servers => ...): their reservations
 # close its windows while its own stream still draws from an older one,
-# which is deleted.  Its clean restart gives the rest of that chunk back
-# as a window of its own: nothing lost, and nothing handed out twice.
+# which is merged with them.  Its clean restart gives the rest of that
+# chunk back into the merged row: nothing lost, and nothing handed out
+# twice.
 my $src = peer_node('bounded_src');
 my $cli = peer_node('bounded_cli');
 peer_server($cli, 'src', $src);
@@ -156,8 +157,9 @@ my @cli_values = split /\n/, $cli->safe_psql('postgres',
 my $first = $src->safe_psql('postgres', 'SELECT min(v) FROM drawn');
 is($src->safe_psql('postgres',
 		"SELECT count(*) FROM distseq.distseq_windows
-		 WHERE sequence_name = 'h' AND window_start <= $first"),
-	'0', 'the window the source\'s stream draws from was deleted');
+		 WHERE sequence_name = 'h' AND window_start <= $first
+		 AND window_end > $first + 20 AND next_hi = window_end"),
+	'1', 'the window the source\'s stream draws from was merged with later ones');
 $src->restart;
 is($src->safe_psql('postgres',
 		"SELECT values_lost FROM distseq_status WHERE sequence_name = 'h'"),

@@ -1,5 +1,5 @@
 # Attack on bounded windows: pools that give back whole windows and rests
-# of deleted ones at clean restarts, then distseq_alter lowering max_value
+# of merged ones at clean restarts, then distseq_alter lowering max_value
 # to the least value it accepts and raising it again (which, without peers,
 # lowers the mark to the cut and opens windows from there).  If the highest
 # reserved value ever fell below a value handed out, the raise would hand

@@ -1,5 +1,5 @@
 # Attack on bounded windows in a group of three: chunks as large as the
-# windows, so that pools give whole windows and rests of deleted windows
+# windows, so that pools give whole windows and rests of merged windows
 # back at clean restarts; then distseq_alter lowering max_value to the
 # least value it accepts and raising it again, and distseq_setval to the
 # least value it accepts.  No value may come twice on any node.
