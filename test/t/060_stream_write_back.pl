@@ -28,7 +28,8 @@ distseq.worker_idle_timeout = '300ms'
 ");
 $node->start;
 $node->safe_psql('postgres', 'CREATE EXTENSION distseq');
-# closed windows are merged: check every window ever written
+# closed windows are merged into rows of several windows: check that
+# every row ever written starts and ends where windows do
 window_log($node);
 $node->safe_psql('postgres',
 	"SELECT distseq_create('s', block_size => 10, window_size => 1000);");
@@ -67,7 +68,8 @@ is( $node->safe_psql('postgres',
 is( $node->safe_psql(
 		'postgres',
 		"SELECT count(*) FROM public.distseq_window_log
-		 WHERE sequence_name = 's' AND window_end - window_start <> 1000"),
+		 WHERE sequence_name = 's'
+		 AND ((window_start - 1) % 1000 <> 0 OR (window_end - 1) % 1000 <> 0)"),
 	'0',
 	'no window was split');
 

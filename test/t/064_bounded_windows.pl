@@ -63,7 +63,7 @@ cmp_ok($node->safe_psql('postgres', $rows), '<=', $min_open + 2 + $slack,
 is($node->safe_psql('postgres',
 		"SELECT count(*) || '|' || bool_and(window_end > 100001 AND next_hi = window_end)
 		 FROM distseq.distseq_windows WHERE sequence_name = 'b' AND window_start < 100001"),
-	'1|t', 'the history below was merged into one closed row with later windows');
+	'1|true', 'the history below was merged into one closed row with later windows');
 
 # What readers need is what the full history says
 is($node->safe_psql('postgres',
