@@ -37,6 +37,7 @@ distseq.remote_timeout = '2s'
 	close $fh;
 	$node->start;
 	$node->safe_psql('postgres', 'CREATE EXTENSION distseq');
+	window_log($node) if $opts{window_log};
 	return $node;
 }
 
@@ -46,7 +47,10 @@ distseq.remote_timeout = '2s'
 # (no two nodes' overlap, every value drawn was reserved) reads
 # public.distseq_window_log, which a trigger fills with each row as it is
 # inserted or updated (a release splits windows: the pieces are logged
-# too), except the update that widens a row to merge the ones above it.
+# too), except the update that widens a row to merge the ones above it;
+# public.distseq_windows_ever(seq) gives their union, as disjoint
+# (window_start, window_end) rows.  peer_node(..., window_log => 1) sets
+# it up on a new node.
 sub window_log
 {
 	my ($node, $db) = @_;
@@ -65,7 +69,20 @@ sub window_log
 		END $$;
 		CREATE TRIGGER distseq_window_log AFTER INSERT OR UPDATE
 			ON distseq.distseq_windows FOR EACH ROW
-			EXECUTE FUNCTION public.distseq_window_logger();});
+			EXECUTE FUNCTION public.distseq_window_logger();
+		CREATE FUNCTION public.distseq_windows_ever(seq text)
+			RETURNS TABLE (window_start bigint, window_end bigint)
+			LANGUAGE sql AS $$
+			SELECT min(s), max(e) FROM (
+				SELECT s, e, count(*) FILTER (WHERE brk) OVER (ORDER BY s, e) AS island
+				FROM (SELECT l.window_start AS s, l.window_end AS e,
+						l.window_start > COALESCE(max(l.window_end) OVER (
+							ORDER BY l.window_start, l.window_end
+							ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
+							l.window_start - 1) AS brk
+					  FROM public.distseq_window_log l
+					  WHERE l.sequence_name = seq) a) b
+			GROUP BY island ORDER BY 1 $$;});
 }
 
 # The union of the windows $node ever had for sequence $seq (from
