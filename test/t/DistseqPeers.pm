@@ -47,16 +47,21 @@ distseq.remote_timeout = '2s'
 # (no two nodes' overlap, every value drawn was reserved) reads
 # public.distseq_window_log, which a trigger fills with each row as it is
 # inserted or updated (a release splits windows: the pieces are logged
-# too), except the update that widens a row to merge the ones above it;
-# public.distseq_windows_ever(seq) gives their union, as disjoint
-# (window_start, window_end) rows.  peer_node(..., window_log => 1) sets
+# too), except the update that widens a row to merge the ones above it.
+# "made" marks the rows that made a window: not the update of a row nor
+# the upper piece a release cuts out of one (inserted while the row it is
+# cut from, which ends where it does, is still there), since a merged row
+# and its pieces span the other members' windows between the node's own.  logged_windows and
+# public.distseq_windows_ever(seq) give the union of the windows made, as
+# disjoint (window_start, window_end) rows.  peer_node(..., window_log => 1) sets
 # it up on a new node.
 sub window_log
 {
 	my ($node, $db) = @_;
 	$node->safe_psql($db // 'postgres', q{
 		CREATE TABLE public.distseq_window_log (sequence_name text,
-			window_start bigint, window_end bigint, next_hi bigint);
+			window_start bigint, window_end bigint, next_hi bigint,
+			made boolean);
 		CREATE FUNCTION public.distseq_window_logger() RETURNS trigger
 			LANGUAGE plpgsql SET search_path = pg_catalog AS $$
 		BEGIN
@@ -64,7 +69,11 @@ sub window_log
 				RETURN NULL;
 			END IF;
 			INSERT INTO public.distseq_window_log
-				VALUES (NEW.sequence_name, NEW.window_start, NEW.window_end, NEW.next_hi);
+				VALUES (NEW.sequence_name, NEW.window_start, NEW.window_end, NEW.next_hi,
+					TG_OP = 'INSERT' AND NOT EXISTS (SELECT FROM distseq.distseq_windows o
+						WHERE o.sequence_name = NEW.sequence_name
+						AND o.window_start < NEW.window_start
+						AND o.window_end = NEW.window_end));
 			RETURN NULL;
 		END $$;
 		CREATE TRIGGER distseq_window_log AFTER INSERT OR UPDATE
@@ -81,7 +90,7 @@ sub window_log
 							ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
 							l.window_start - 1) AS brk
 					  FROM public.distseq_window_log l
-					  WHERE l.sequence_name = seq) a) b
+					  WHERE l.sequence_name = seq AND l.made) a) b
 			GROUP BY island ORDER BY 1 $$;});
 }
 
@@ -93,7 +102,7 @@ sub logged_windows
 	my @w;
 	for my $line (split /\n/, $node->safe_psql($db // 'postgres',
 			"SELECT window_start, window_end FROM public.distseq_window_log"
-			  . " WHERE sequence_name = '$seq' ORDER BY window_start, window_end"))
+			  . " WHERE sequence_name = '$seq' AND made ORDER BY window_start, window_end"))
 	{
 		my ($s, $e) = split /\|/, $line;
 		if (@w && $s <= $w[-1][1])
