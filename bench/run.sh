@@ -140,11 +140,14 @@ run_table() {	# table
 		far) opts=$far_opts ;;
 		servers) opts=$servers_opts ;;
 	esac
-	cmd="bash bench/$1.sh$( [ $quick -eq 1 ] && echo " --quick")${pg_major:+ --pg $pg_major}${opts:+ $opts}"
+	local common=
+	[ $quick -eq 0 ] || common=--quick
+	cmd="bash bench/$1.sh${common:+ $common}${pg_major:+ --pg $pg_major}${opts:+ $opts}"
 	bench_log "table $1: $cmd --no-build"
+	[ $keep -eq 0 ] || common="$common --keep"
 	t0=$(date +%s)
-	bash "$here/bench/$1.sh" $( [ $quick -eq 1 ] && echo --quick ) --no-build \
-		${pg_major:+--pg "$pg_major"} $( [ $keep -eq 1 ] && echo --keep ) $opts | tee "$out/$1.txt"
+	# shellcheck disable=SC2086	# options, one word each
+	bash "$here/bench/$1.sh" $common --no-build ${pg_major:+--pg "$pg_major"} $opts | tee "$out/$1.txt"
 	echo "$1|$cmd|$(( $(date +%s) - t0 ))" >> "$out/tables.meta"
 }
 # bench/out/results.md: the machine, then each table run, with its command
