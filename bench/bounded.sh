@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # distseq benchmark: does the catalog stay bounded on a long history?
 #
-#   bash bench/bounded.sh            # full run (about 4 minutes)
-#   bash bench/bounded.sh --quick    # smoke run (about a minute)
+#   bash bench/bounded.sh            # full run (about 2 minutes)
+#   bash bench/bounded.sh --quick    # smoke run (under a minute)
 #
 # Options (after --quick, if any, to override it):
 #   --solo-n N       values drawn on the lone server    (full 200000, quick 20000)

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # distseq benchmark: one command, its table and the four of issue 16.
 #
-#   bash bench/run.sh            # full run: all five tables (about 35 minutes on 2 cores)
+#   bash bench/run.sh            # full run: all five tables (about 30 minutes on 2 cores)
 #   bash bench/run.sh --quick    # smoke run for CI: the main table only (well under a minute)
-#   bash bench/run.sh --quick --only "main many bounded far servers"   # all five, quick (about 6 minutes)
+#   bash bench/run.sh --quick --only "main many bounded far servers"   # all five, quick (about 3 minutes)
 #   bash bench/run.sh --only "many bounded"    # some tables, full
 #
 # Tables (--only, in this order): main (this script's own: throughput and
