@@ -35,6 +35,25 @@
 #   bash bench/callgrind.sh --only xact            # or --only rows
 #
 # Writes bench/out/callgrind.csv.
+#
+# A refill on a long history against a fresh one (only this, instead of
+# the above):
+#   bash bench/callgrind.sh --aged N     # N synthetic closed windows (100000)
+#   bash bench/callgrind.sh --aged N --aged-draw D   # D values per phase (2000)
+# Sequences 'fresh' and 'aged' (block_size 10, window_size 20, both from
+# start_value 10^12) on a server with distseq.prefetch_threshold = 0 and
+# distseq.segment_lifetime = 1ms, so that every refill is waited for, takes
+# one whole window of 20 values and closes it.  'aged' gets N closed windows
+# inserted directly into distseq.distseq_windows below its first one
+# (contiguous, non-overlapping, next_hi = window_end; nothing else is
+# touched), then VACUUM ANALYZE of the table.  After a warm-up draw of each,
+# the refill worker's counters are dumped and zeroed (callgrind_control -d
+# on its pid), then D values are drawn from 'fresh', dump, D from 'aged',
+# dump: per phase, the inclusive instructions of the worker's refill and
+# reservation functions (callgrind_annotate on each dump) over the phase's
+# refills (distseq_status), and aged / fresh; and the rows of
+# distseq_windows per sequence before and after.  Writes
+# bench/out/callgrind_aged.csv.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -46,6 +65,8 @@ n2=300000
 m1=5000
 m2=15000
 only=
+aged=
+aged_draw=2000
 keep=0
 build=1
 pg_major=
@@ -57,6 +78,8 @@ while [ $# -gt 0 ]; do
 		--m2) m2=$2; shift ;;
 		--only) only=$2; shift
 			case $only in rows|xact) ;; *) echo "--only takes rows or xact" >&2; exit 2 ;; esac ;;
+		--aged) aged=$2; shift ;;
+		--aged-draw) aged_draw=$2; shift ;;
 		--keep) keep=1 ;;
 		--no-build) build=0 ;;
 		--pg) pg_major=$2; shift ;;
@@ -67,6 +90,8 @@ while [ $# -gt 0 ]; do
 done
 [ "$n2" -gt "$n1" ] || { echo "--n2 must be larger than --n1" >&2; exit 2; }
 [ "$m2" -gt "$m1" ] || { echo "--m2 must be larger than --m1" >&2; exit 2; }
+case ${aged:-1} in ''|*[!0-9]*) echo "--aged takes a number of windows" >&2; exit 2 ;; esac
+case $aged_draw in ''|*[!0-9]*|0) echo "--aged-draw takes a positive number" >&2; exit 2 ;; esac
 
 bench_clock
 
@@ -81,20 +106,142 @@ port=54451
 psql_cg() { as_pg "$PGBIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$work" -p $port -d bench "$@"; }
 
 vg_pid=
+aged_links=
 cleanup() {
+	local p
 	if [ -f "$work/data/postmaster.pid" ]; then
 		as_pg "$PGBIN/pg_ctl" -D "$work/data" -m fast -t 300 stop >/dev/null 2>&1 ||
 			{ [ -n "$vg_pid" ] && kill "$vg_pid" 2>/dev/null; } || true
 	fi
+	# valgrind writes the postmaster's file after the pid file is gone
+	[ -z "$vg_pid" ] || wait "$vg_pid" 2>/dev/null || true
+	# vgdb's FIFOs of the processes dumped, and our links to them
+	for p in $aged_links; do rm -f "/tmp/vgdb-pipe-"*"-$p-by-"*; done
 	if [ $keep -eq 1 ]; then echo "work directory kept: $work" >&2; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
+
+# --aged: what a refill costs the worker on a long history of closed windows
+aged_window=20
+aged_start=1000000000000
+aged_rows() {	# sequence: "rows open" of distseq_windows
+	psql_cg -At -F' ' -c "SELECT count(*), count(*) FILTER (WHERE next_hi < window_end)
+		FROM distseq.distseq_windows WHERE sequence_name = '$1'"
+}
+aged_refills() {	# sequence
+	psql_cg -At -c "SELECT refills FROM distseq_status WHERE sequence_name = '$1'"
+}
+aged_draw() {	# sequence N
+	psql_cg -At -c "SELECT count(distseq_nextval('$1')) FROM generate_series(1, $2)" >/dev/null
+}
+# Dumps the counters of process $1 (callgrind zeroes them after a dump) and
+# prints the name of the file written, once complete
+aged_dump() {	# pid
+	local before f= i k real
+	# A backend's process title overwrites the environment valgrind reads
+	# the user and host names from, so the process looks for vgdb's FIFOs
+	# as "by-???-on-???", unlike vgdb and its own start: without the links
+	# it fails, and the process exits
+	for k in from-vgdb-to to-vgdb-from shared-mem-vgdb; do
+		real=$(ls -d /tmp/vgdb-pipe-$k-$1-by-* 2>/dev/null | grep -v -- '-by-???-on-???$' | head -1 || true)
+		[ -n "$real" ] && ln -sfn "$real" "/tmp/vgdb-pipe-$k-$1-by-???-on-???"
+	done
+	case " $aged_links " in *" $1 "*) ;; *) aged_links="$aged_links $1" ;; esac
+	before=$(ls "$work/cg" | grep "^cg\.$1\.[0-9]*$" | sort || true)
+	as_pg callgrind_control -d "$1" >> "$work/vgdb.log" 2>&1 ||
+		{ cat "$work/vgdb.log" >&2; echo "callgrind_control -d $1 failed" >&2; exit 1; }
+	for i in $(seq 1 600); do
+		f=$(comm -13 <(echo "$before") <(ls "$work/cg" | grep "^cg\.$1\.[0-9]*$" | sort) | head -1)
+		[ -n "$f" ] && grep -q '^totals:' "$work/cg/$f" && break
+		f=
+		sleep 0.5
+	done
+	[ -n "$f" ] || { echo "callgrind_control -d $1 wrote no file" >&2; exit 1; }
+	echo "$f"
+}
+# "function instructions" of distseq.so, inclusive, and "TOTAL n", of a dump
+aged_fns() {	# file
+	callgrind_annotate --inclusive=yes --threshold=100 "$work/cg/$1" 2>/dev/null |
+		awk '/distseq\.so\]/ { n = $1; gsub(/,/, "", n); f = $0; sub(/ \[.*/, "", f); sub(/.*:/, "", f); print f, n }'
+	awk '/^totals:/ { print "TOTAL", $2 }' "$work/cg/$1"
+}
+aged_run() {
+	local wpid rf0 rf1 ra0 ra1 f_fresh f_aged nf na
+	bench_log "aged: sequences fresh and aged, $aged synthetic closed windows for aged"
+	psql_cg >/dev/null <<SQL
+SELECT distseq_create('fresh', block_size => $((aged_window / 2)), window_size => $aged_window, start_value => $aged_start);
+SELECT distseq_create('aged', block_size => $((aged_window / 2)), window_size => $aged_window, start_value => $aged_start);
+-- contiguous closed windows below aged's first one: the history of a
+-- sequence that drew N windows (the rows are consistent, the foreign key
+-- holds: its triggers are skipped only to spare the time under callgrind)
+SET session_replication_role = replica;
+INSERT INTO distseq.distseq_windows (sequence_name, window_start, window_end, next_hi)
+SELECT 'aged', $aged_start - (i + 1) * $aged_window, $aged_start - i * $aged_window, $aged_start - i * $aged_window
+FROM generate_series(0, $aged - 1) i;
+RESET session_replication_role;
+VACUUM ANALYZE distseq.distseq_windows;
+SQL
+	# warm-up: the worker starts and prepares its statements
+	aged_draw fresh 200
+	aged_draw aged 200
+	wpid=$(psql_cg -At -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'distseq worker'" | sed -n 1p)
+	[ -n "$wpid" ] || { echo "no distseq worker running" >&2; exit 1; }
+	read -r rows_fresh0 open_fresh0 < <(aged_rows fresh)
+	read -r rows_aged0 open_aged0 < <(aged_rows aged)
+	aged_dump "$wpid" >/dev/null
+	bench_log "aged: $aged_draw values from fresh, then from aged (worker pid $wpid)"
+	rf0=$(aged_refills fresh)
+	aged_draw fresh "$aged_draw"
+	rf1=$(aged_refills fresh)
+	f_fresh=$(aged_dump "$wpid")
+	ra0=$(aged_refills aged)
+	aged_draw aged "$aged_draw"
+	ra1=$(aged_refills aged)
+	f_aged=$(aged_dump "$wpid")
+	read -r rows_fresh1 open_fresh1 < <(aged_rows fresh)
+	read -r rows_aged1 open_aged1 < <(aged_rows aged)
+	nf=$((rf1 - rf0))
+	na=$((ra1 - ra0))
+	[ "$nf" -gt 0 ] && [ "$na" -gt 0 ] || { echo "no refills measured (fresh $nf, aged $na)" >&2; exit 1; }
+
+	csv=$out/callgrind_aged.csv
+	echo "measure,fresh,aged,aged_over_fresh" > "$csv"
+	echo "refills,$nf,$na," >> "$csv"
+	echo "windows_rows_before,$rows_fresh0,$rows_aged0," >> "$csv"
+	echo "windows_rows_after,$rows_fresh1,$rows_aged1," >> "$csv"
+	echo "windows_open_after,$open_fresh1,$open_aged1," >> "$csv"
+	# per refill, the functions that take at least 1% of the worker's phase
+	join <(aged_fns "$f_fresh" | sort -k1,1) <(aged_fns "$f_aged" | sort -k1,1) |
+		awk -v nf="$nf" -v na="$na" '
+		$1 == "TOTAL" { tf = $2; ta = $3 }
+		{ fn[++n] = $1; a[n] = $2 / nf; b[n] = $3 / na }
+		END {
+			for (i = 1; i <= n; i++)
+				if (fn[i] == "TOTAL" || (a[i] >= 0.01 * tf / nf && fn[i] ~ /refill|reserve|window|catalog|spi/))
+					printf "%s,%.0f,%.0f,%.3f\n", (fn[i] == "TOTAL" ? "worker_process" : fn[i]), a[i], b[i], (a[i] > 0 ? b[i] / a[i] : 0)
+		}' | sort -t, -k2,2nr >> "$csv"
+
+	echo
+	echo "callgrind: the refill worker on a long history, $(date -u '+%Y-%m-%d %H:%M UTC');" \
+		"block_size $((aged_window / 2)), window_size $aged_window (every refill takes and closes one window)," \
+		"$aged synthetic closed windows below aged's first, $aged_draw values drawn from each"
+	printf "%-40s %14s %14s %10s\n" "instructions per refill (inclusive)" "fresh" "aged" "aged/fresh"
+	awk -F, 'NR > 5 { printf "%-40s %14s %14s %9sx\n", ($1 == "worker_process" ? "whole worker process" : $1 "()"), $2, $3, $4 }' "$csv"
+	printf "%-40s %14s %14s\n" "refills measured" "$nf" "$na"
+	printf "%-40s %14s %14s\n" "distseq_windows rows before the draws" "$rows_fresh0" "$rows_aged0"
+	printf "%-40s %14s %14s\n" "distseq_windows rows after the draws" "$rows_fresh1" "$rows_aged1"
+	printf "%-40s %14s %14s\n" "  of them open" "$open_fresh1" "$open_aged1"
+	bench_log "done in $(( $(date +%s) - bench_t0 ))s; $csv"
+}
 
 bench_initdb data "shared_preload_libraries = 'distseq'
 listen_addresses = ''
 port = $port
 max_connections = 20
-autovacuum = off"
+autovacuum = off${aged:+
+distseq.prefetch_threshold = 0
+distseq.segment_lifetime = 1ms
+distseq.worker_idle_timeout = 0}"
 
 bench_log "starting the server under callgrind in $work"
 bench_cg_start data $port
@@ -110,6 +257,8 @@ CREATE SEQUENCE ns_nocache;
 SQL
 	bench_cfloor_sql
 } | psql_cg >/dev/null
+
+[ -z "$aged" ] || { aged_run; exit 0; }
 
 # key|label|expr
 variants() {

@@ -1,10 +1,26 @@
 #!/usr/bin/env bash
-# distseq benchmark: one command, one table.
+# distseq benchmark: one command, its table and the four of issue 16.
 #
-#   bash bench/run.sh            # full run (about 11 minutes on 2 cores)
-#   bash bench/run.sh --quick    # smoke run for CI (well under a minute)
+#   bash bench/run.sh            # full run: all five tables (about 30 minutes on 2 cores)
+#   bash bench/run.sh --quick    # smoke run for CI: the main table only (well under a minute)
+#   bash bench/run.sh --quick --only "main many bounded far servers"   # all five, quick (about 3 minutes)
+#   bash bench/run.sh --only "many bounded"    # some tables, full
+#
+# Tables (--only, in this order): main (this script's own: throughput and
+# latency, below), then the four of issue 16, each by its own script with
+# --no-build (and --quick, --pg, --keep when given here):
+#   many     1. many sequences       bench/many.sh
+#   bounded  2. bounded catalog      bench/bounded.sh (and bench/callgrind.sh --aged)
+#   far      3. far-apart servers    bench/far.sh
+#   servers  4. more servers         bench/servers.sh
+# Each table is printed as it ends and written to bench/out/<table>.txt;
+# bench/out/results.md gathers them, with the machine (cores, RAM,
+# PostgreSQL, commit, date), the exact commands and their run times.
 #
 # Options (after --quick, if any, to override it):
+#   --only "L"       tables to run                      (full all five, quick "main")
+#   --many-opts "A"  more options for bench/many.sh, e.g. "--sequences 5000"
+#   --bounded-opts "A", --far-opts "A", --servers-opts "A"   the same for the others
 #   --duration S     seconds per pgbench run            (full 4, quick 1)
 #   --rounds R       interleaved pgbench rounds         (full 5, quick 1)
 #   --clients "L"    pgbench client counts              (full "1 8 32 64", quick "1 32")
@@ -33,8 +49,15 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 . "$here/scripts/common.sh"
 distseq_lock "$@"
+# the command as given, for results.md (an argument with spaces in quotes)
+run_args=$(for a in "$@"; do case $a in *" "*) printf ' "%s"' "$a" ;; *) printf ' %s' "$a" ;; esac; done)
 
 quick=0
+only=
+many_opts=
+bounded_opts=
+far_opts=
+servers_opts=
 keep=0
 build=1
 pg_major=
@@ -61,6 +84,11 @@ while [ $# -gt 0 ]; do
 		--group-n) group_n=$2; shift ;;
 		--group-dblink-n) group_dblink_n=$2; shift ;;
 		--group-reps) group_reps=$2; shift ;;
+		--only) only=$2; shift ;;
+		--many-opts) many_opts=$2; shift ;;
+		--bounded-opts) bounded_opts=$2; shift ;;
+		--far-opts) far_opts=$2; shift ;;
+		--servers-opts) servers_opts=$2; shift ;;
 		--keep) keep=1 ;;
 		--no-build) build=0 ;;
 		--pg) pg_major=$2; shift ;;
@@ -70,6 +98,16 @@ while [ $# -gt 0 ]; do
 	shift
 done
 case " $clients " in *" 32 "*) s10_clients=32 ;; *) s10_clients=${clients##* } ;; esac
+all_tables="main many bounded far servers"
+if [ -z "$only" ]; then
+	if [ $quick -eq 1 ]; then only=main; else only=$all_tables; fi
+fi
+for t in $only; do
+	case " $all_tables " in *" $t "*) ;; *) echo "--only: unknown table $t (tables: $all_tables)" >&2; exit 2 ;; esac
+done
+# the selected tables, in the order of all_tables
+tables=$(for t in $all_tables; do case " $only " in *" $t "*) echo "$t" ;; esac; done | xargs)
+has_table() { case " $tables " in *" $1 "*) return 0 ;; esac; return 1; }
 
 bench_clock
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -87,13 +125,78 @@ if ! command -v gnuplot >/dev/null 2>&1; then
 		echo "warning: gnuplot missing and not root; no plot" >&2
 	fi
 fi
+out=$here/bench/out
+mkdir -p "$out"
+rm -f "$out"/results.md "$out"/tables.meta
+
+# ------------------------------------------- the four tables of issue 16
+# Runs bench/<table>.sh, printing its table as it goes, into
+# bench/out/<table>.txt; notes the command and its run time
+run_table() {	# table
+	local opts t0 cmd
+	case $1 in
+		many) opts=$many_opts ;;
+		bounded) opts=$bounded_opts ;;
+		far) opts=$far_opts ;;
+		servers) opts=$servers_opts ;;
+	esac
+	local common=
+	[ $quick -eq 0 ] || common=--quick
+	cmd="bash bench/$1.sh${common:+ $common}${pg_major:+ --pg $pg_major}${opts:+ $opts}"
+	bench_log "table $1: $cmd --no-build"
+	[ $keep -eq 0 ] || common="$common --keep"
+	t0=$(date +%s)
+	# shellcheck disable=SC2086	# options, one word each
+	bash "$here/bench/$1.sh" $common --no-build ${pg_major:+--pg "$pg_major"} $opts | tee "$out/$1.txt"
+	echo "$1|$cmd|$(( $(date +%s) - t0 ))" >> "$out/tables.meta"
+}
+# bench/out/results.md: the machine, then each table run, with its command
+write_results() {
+	local t cmd secs
+	{
+		echo "# distseq benchmarks"
+		echo
+		echo "Machine: $(nproc) cores, $(awk '/^MemTotal:/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo) RAM," \
+			"$("$PGBIN/postgres" --version | sed 's/^postgres (PostgreSQL) /PostgreSQL /'), commit $commit, $(date -u '+%Y-%m-%d %H:%M UTC');" \
+			"load average before the run: $load_start (other work on the machine skews the timings)."
+		echo
+		echo "Command: \`bash bench/run.sh$run_args\`, $(( $(date +%s) - bench_t0 )) s in all."
+		while IFS='|' read -r t cmd secs; do
+			echo
+			case $t in
+				main) echo "## Throughput and latency (bench/run.sh)" ;;
+				many) echo "## 1. Many sequences (bench/many.sh)" ;;
+				bounded) echo "## 2. Bounded catalog (bench/bounded.sh)" ;;
+				far) echo "## 3. Far-apart servers (bench/far.sh)" ;;
+				servers) echo "## 4. More servers (bench/servers.sh)" ;;
+			esac
+			echo
+			echo "\`$cmd\` ($secs s)"
+			echo
+			echo '```text'
+			sed '1{/^$/d}' "$out/$t.txt"
+			echo '```'
+		done < "$out/tables.meta"
+	} > "$out/results.md"
+	bench_log "tables in $out/results.md"
+}
+run_tables() {
+	local t
+	for t in $tables; do
+		[ "$t" = main ] || run_table "$t"
+	done
+	write_results
+}
+if ! has_table main; then
+	run_tables
+	exit 0
+fi
+
 if [ ! -f "$("$PG_CONFIG" --sharedir)/extension/dblink.control" ]; then
 	echo "dblink is missing (it ships with postgresql-15 on Debian)" >&2
 	exit 1
 fi
 
-out=$here/bench/out
-mkdir -p "$out"
 rm -f "$out"/results.csv "$out"/bulk_raw.csv "$out"/pgbench_raw.csv "$out"/group_raw.csv "$out"/status.txt "$out"/meta.txt "$out"/tps.png "$out"/tps.dat "$out"/paired.txt
 
 bench_workdir dsbench scripts logs lat
@@ -493,7 +596,8 @@ if ! awk -F, 'NR > 1 && !($6 ~ /^[0-9.e+-]+$/ && $6 + 0 > 0) {
 	exit 1
 fi
 
-# print it
+# print it, and keep it for results.md
+{
 echo
 echo "distseq benchmark, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, $( [ $quick -eq 1 ] && echo quick || echo full) run;" \
 	"bulk: median of $bulk_reps interleaved runs; pgbench: -M prepared -T $duration x $rounds round(s), median tps;" \
@@ -555,6 +659,8 @@ END {
 		print line
 	}
 }' "$work/pgbench.raw" | tee "$out/paired.txt"
+} > "$out/main.txt"
+cat "$out/main.txt"
 
 # ---------------------------------------------------------------- plot
 {
@@ -595,4 +701,11 @@ fi
 	echo "runtime_s: $(( $(date +%s) - bench_t0 ))"
 	echo "loadavg: start $load_start, end $(cut -d' ' -f1-3 /proc/loadavg)"
 } > "$out/meta.txt"
-bench_log "done in $(( $(date +%s) - bench_t0 ))s; results in $out"
+main_s=$(( $(date +%s) - bench_t0 ))
+echo "main|bash bench/run.sh$( [ $quick -eq 1 ] && echo " --quick") --only main${pg_major:+ --pg $pg_major}|$main_s" >> "$out/tables.meta"
+bench_log "main table done in ${main_s}s; results in $out"
+
+# the main table's servers stop before the others start theirs
+for d in "$work"/*/; do bench_stop "$(basename "$d")"; done
+run_tables
+bench_log "done in $(( $(date +%s) - bench_t0 ))s"

@@ -6,21 +6,24 @@ RESET client_min_messages;
 -- Shared memory follows the formula README.md states (shmem.c,
 -- distseq_shmem_size), for the allocation named "distseq":
 --
---   size = 50,264 + 480 * E + 2,024 * W + (8 + 8 * E) * B
+--   size = 50,264 + 480 * E + 2,024 * W + 8 * B + 12 * K * B
 --
--- E entries (distseq.max_sequences), W worker slots (max_worker_processes:
--- one per database whose worker runs), B backend slots (MaxBackends).
--- 50,264 bytes are the header and the ring of the reasons of the last 64
--- failed refills; a backend slot and a backend's mark on an entry are 8
--- bytes each, the only terms that grow with B.  With the defaults (128
--- entries, 100 connections, 8 worker processes) it all stays under a
--- megabyte.  test/t/063_many_sequences.pl measures each term on its own.
+-- (the last term rounded up to a multiple of 8) with E entries
+-- (distseq.max_sequences), W worker slots (max_worker_processes: one per
+-- database whose worker runs), B backend slots (MaxBackends) and K slots of
+-- marks per backend (distseq.backend_marks).  50,264 bytes are the header
+-- and the ring of the reasons of the last 64 failed refills; a backend slot
+-- is 8 bytes and a slot of marks 12, the only terms that grow with B, and
+-- neither grows with E.  With the defaults (128 entries, 32 marks, 100
+-- connections, 8 worker processes) it all stays under a megabyte.
+-- test/t/063_many_sequences.pl measures each term on its own.
 --
 -- MaxBackends: connections, autovacuum workers, background workers, WAL
 -- senders and special workers (the autovacuum launcher; from 18 on,
 -- autovacuum_worker_slots and the slot sync worker too).
 WITH settings AS (
 	SELECT current_setting('distseq.max_sequences')::bigint AS entries,
+		   current_setting('distseq.backend_marks')::bigint AS marks,
 		   current_setting('max_worker_processes')::bigint AS workers,
 		   current_setting('max_connections')::bigint
 		   + coalesce(current_setting('autovacuum_worker_slots', true)::bigint + 2,
@@ -36,9 +39,9 @@ WITH settings AS (
 	FROM pg_shmem_allocations a, settings s
 	WHERE a.name = 'distseq'
 )
-SELECT size = 50264 + 480 * entries + 2024 * workers
-			  + (8 + 8 * entries) * backends AS as_documented,
-	   50264 + 480 * 128 + 2024 * 8 + (8 + 8 * 128) * default_backends
+SELECT size = 50264 + 480 * entries + 2024 * workers + 8 * backends
+			  + (12 * marks * backends + 7) / 8 * 8 AS as_documented,
+	   50264 + 480 * 128 + 2024 * 8 + (8 + 12 * 32) * default_backends
 		   < 1024 * 1024 AS defaults_under_a_megabyte
 FROM measured;
 

@@ -27,6 +27,7 @@
 PG_MODULE_MAGIC;
 
 int			distseq_max_sequences = 128;
+int			distseq_backend_marks = 32;
 int			distseq_default_block_size = 100;
 int			distseq_prefetch_threshold = 50;
 int			distseq_refill_timeout = 10000;
@@ -102,6 +103,13 @@ _PG_init(void)
 							NULL,
 							&distseq_max_sequences,
 							128, 1, 65536,
+							PGC_POSTMASTER, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("distseq.backend_marks",
+							"Sets how many sequences a transaction uses without locking each one.",
+							"Each connection keeps this many slots in shared memory, 12 bytes each; a transaction that uses more distinct sequences takes AccessShareLock on the backing sequence of each further one, as native sequences do.",
+							&distseq_backend_marks,
+							32, 1, 1024,
 							PGC_POSTMASTER, 0,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("distseq.default_block_size",

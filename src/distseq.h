@@ -15,9 +15,10 @@
  *	  an idle one is taken over by another sequence when none is free;
  *	  a hash table ("distseq entries", shmem.c) finds an entry by its
  *	  identity;
- *	- an array of MaxBackends x distseq.max_sequences DistseqMarks slots:
- *	  a backend's marks on the sequence at that entry index, which make a
- *	  DROP wait for it (inuse.c);
+ *	- an array of MaxBackends x distseq.backend_marks DistseqMarks slots:
+ *	  a backend's marks on the entries it used last, one entry per slot,
+ *	  which make a DROP wait for it (inuse.c); a backend that uses more
+ *	  sequences in one transaction locks the others' relations instead;
  *	- a ring of the last DISTSEQ_FAILURES failed refills, why each failed,
  *	  for the sessions that waited on them (pool.c), with its own LWLock.
  *
@@ -35,7 +36,8 @@
  *	  is taken last, under an entry's lock, and nothing is taken under it.
  *	- A DistseqMarks is written only by the backend that owns the slot, and
  *	  without any lock; others may read it, racily.  The one exception is
- *	  waited_xact, written by a DROP (inuse.c).
+ *	  waited_xact, written by a DROP (inuse.c).  The owner gives a slot to
+ *	  another entry under the old entry's lock (shmem.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -272,11 +274,13 @@ typedef struct DistseqDef
 #define DISTSEQ_MAX_OPEN_WINDOWS	1000
 
 /*
- * A backend's marks on one entry: the handshake with DROP described in
- * inuse.c.
+ * One of a backend's distseq.backend_marks slots: its marks on the entry the
+ * slot holds, for the handshake with DROP described in inuse.c.  A backend
+ * has at most one slot per entry.
  */
 typedef struct DistseqMarks
 {
+	int32		entry;			/* index in Distseq->seqs, or -1 */
 	LocalTransactionId user_xact;	/* last transaction of ours using it
 									 * without a lock */
 	LocalTransactionId waited_xact; /* ... that a dropper waits for */
@@ -369,7 +373,7 @@ typedef struct DistseqShared
 	DistseqDbWorker *workers;	/* max_worker_processes of them */
 	DistseqSeq *seqs;			/* max_sequences of them */
 	DistseqBackend *backends;	/* MaxBackends of them */
-	DistseqMarks *marks;		/* MaxBackends * max_sequences of them */
+	DistseqMarks *marks;		/* MaxBackends * backend_marks of them */
 	LWLock	   *failure_lock;
 	uint64		failure_next;	/* failures recorded, ever */
 	DistseqFailure *failure_ring;	/* DISTSEQ_FAILURES of them */
@@ -377,6 +381,7 @@ typedef struct DistseqShared
 
 /* src/distseq.c */
 extern int	distseq_max_sequences;
+extern int	distseq_backend_marks;
 extern int	distseq_default_block_size;
 extern int	distseq_prefetch_threshold;
 extern int	distseq_refill_timeout;
@@ -403,14 +408,21 @@ extern DistseqSeq *distseq_seq_attach(Oid relid, uint64 gen, const char *name,
 									  const DistseqDef *def, uint64 *incarnation);
 extern void distseq_seq_forget(Oid relid);
 extern void distseq_forget_database(Oid dboid);
-extern void distseq_backend_attach(void);
 extern DistseqMarks *distseq_my_marks(DistseqSeq *seq);
 extern bool distseq_seq_held(DistseqSeq *seq);
+extern bool *distseq_held_entries(void);
+
+/* Does this backend's slot of marks hold the entry seq? */
+static inline bool
+distseq_marks_on(const DistseqMarks *marks, const DistseqSeq *seq)
+{
+	return marks != NULL && marks->entry == (int32) (seq - Distseq->seqs);
+}
 
 /* src/inuse.c */
 extern bool distseq_use_unlocked(DistseqSeq *seq, DistseqMarks *marks,
 								 Oid relid, uint64 gen, uint32 *drops_seen);
-extern bool distseq_used_unlocked(DistseqMarks *marks);
+extern bool distseq_used_unlocked(DistseqSeq *seq, DistseqMarks *marks);
 extern uint32 distseq_drops(DistseqSeq *seq);
 extern void distseq_drop_state_clear(DistseqSeq *seq, Oid relid, uint64 gen);
 extern void distseq_inuse_wait(Oid relid);

@@ -34,6 +34,34 @@
  * one whose drop has ended, and the next dropper of the relation may be
  * scanning already.
  *
+ * A backend has distseq.backend_marks slots of marks, not one per entry:
+ * a slot holds the index of one entry (shmem.c, distseq_my_marks), and a
+ * backend has at most one slot per entry.  A transaction that needs a slot
+ * while all of them mark it already takes AccessShareLock on the relation
+ * instead, as for a first use, so a DROP waits for it through the lock.  The
+ * dropper matches a slot by reading its user_xact, then (read barrier) its
+ * entry; it never misses a user, because:
+ *
+ *	- the user writes the entry, then (write barrier) user_xact, so a dropper
+ *	  that reads our transaction id reads the entry it goes with, or a later
+ *	  one;
+ *	- there is no later one: a slot whose user_xact is the running
+ *	  transaction's is never given to another entry before that transaction
+ *	  ends (it is given away only if it marks an older transaction or none);
+ *	- giving a slot away clears user_xact, then (write barrier) rewrites the
+ *	  entry, so a dropper that reads the new entry read a user_xact of an
+ *	  ended transaction (it waits for nothing) or none, never ours with the
+ *	  old entry's number dropped from under it;
+ *	- a dropper that does not read our id at all is answered by the full
+ *	  barriers above: we see its SCANNING or SCANNED.
+ *
+ * waited_xact stays exact: a slot changes entry only under the old entry's
+ * lock, which a dropper holds while it scans and copies ids, and starts
+ * clear on the new entry, so an id copied by a dropper of the old entry
+ * never passes for one a dropper of the new entry waits for.  The take-over
+ * of a parked entry (shmem.c, distseq_seq_held) reads the slots in the same
+ * order, and against the entry's identity instead of its drop state.
+ *
  * Entries are created only by backends that hold the lock (nextval.c), so a
  * dropper, which holds AccessExclusiveLock, sees every entry of its relation.
  * An entry is taken over by another sequence only while no running
@@ -52,12 +80,14 @@
  * behind; a user holding AccessShareLock knows that no drop is under way and
  * clears it (distseq_drop_state_clear).
  *
- * Locking: user_xact is written only by the marks' owner, waited_xact and
- * the drop state only by a dropper, which holds AccessExclusiveLock on the
- * relation (so there is one at a time), DistseqShared->lock in shared mode
- * while it scans (so the entry keeps its identity) and the entry's lock in
- * exclusive mode (so users can wait for the scan to end) -- or by a user
- * holding AccessShareLock, which clears a state left behind.
+ * Locking: a slot's entry and user_xact are written only by its owner, who
+ * changes the entry, and clears waited_xact, under the old entry's lock;
+ * waited_xact otherwise, and the drop state, only by a dropper, which holds
+ * AccessExclusiveLock on the relation (so there is one at a time),
+ * DistseqShared->lock in shared mode while it scans (so the entry keeps its
+ * identity) and the entry's lock in exclusive mode (so users can wait for
+ * the scan to end) -- or by a user holding AccessShareLock, which clears a
+ * state left behind.
  *
  *-------------------------------------------------------------------------
  */
@@ -109,6 +139,8 @@ distseq_use_unlocked(DistseqSeq *seq, DistseqMarks *marks, Oid relid,
 	LocalTransactionId lxid = DISTSEQ_MY_LXID;
 	uint32		state;
 	uint32		drops;
+
+	Assert(distseq_marks_on(marks, seq));
 
 	if (marks->user_xact != lxid)
 	{
@@ -193,11 +225,12 @@ distseq_drop_state_clear(DistseqSeq *seq, Oid relid, uint64 gen)
 	LWLockRelease(Distseq->lock);
 }
 
-/* Has this transaction used the entry without a lock? */
+/* Has this transaction used the entry seq without a lock? */
 bool
-distseq_used_unlocked(DistseqMarks *marks)
+distseq_used_unlocked(DistseqSeq *seq, DistseqMarks *marks)
 {
-	return marks->user_xact == DISTSEQ_MY_LXID;
+	return distseq_marks_on(marks, seq) &&
+		marks->user_xact == DISTSEQ_MY_LXID;
 }
 
 /*
@@ -268,18 +301,32 @@ distseq_inuse_wait(Oid relid)
 		pg_memory_barrier();
 		for (int b = 0; b < MaxBackends; b++)
 		{
-			DistseqMarks *marks = &Distseq->marks[b * distseq_max_sequences + i];
-			LocalTransactionId lxid = marks->user_xact;
+			DistseqMarks *slots = &Distseq->marks[b * distseq_backend_marks];
 
-			if (b == me || !LocalTransactionIdIsValid(lxid))
+			if (b == me)
 				continue;
-			/* never a user in another database, whatever its slot held */
-			pg_read_barrier();
-			if (Distseq->backends[b].dboid != MyDatabaseId)
-				continue;
-			marks->waited_xact = lxid;
-			DISTSEQ_SET_VXID(waits[nwaits], b, lxid);
-			nwaits++;
+			for (int k = 0; k < distseq_backend_marks; k++)
+			{
+				DistseqMarks *marks = &slots[k];
+				LocalTransactionId lxid = marks->user_xact;
+
+				if (!LocalTransactionIdIsValid(lxid))
+					continue;
+
+				/*
+				 * The entry that goes with that id, and never a user in
+				 * another database, whatever its slot held.
+				 */
+				pg_read_barrier();
+				if (marks->entry != i ||
+					Distseq->backends[b].dboid != MyDatabaseId)
+					continue;
+				marks->waited_xact = lxid;
+				DISTSEQ_SET_VXID(waits[nwaits], b, lxid);
+				nwaits++;
+				/* one slot per entry */
+				break;
+			}
 		}
 		pg_write_barrier();
 		pg_atomic_write_u32(&seq->drop_state,

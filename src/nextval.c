@@ -18,8 +18,10 @@
  * Once per transaction a sequence is made safe from a concurrent DROP: the
  * first time a backend uses it, by AccessShareLock on its backing sequence
  * relation (as native sequences are), and from then on by the lock-free
- * handshake of inuse.c, which makes a DROP wait for us just the same.  The
- * rest of the per-transaction work is cached across transactions:
+ * handshake of inuse.c, which makes a DROP wait for us just the same -- for
+ * as many sequences in one transaction as the backend has slots of marks
+ * (distseq.backend_marks); the others take the lock again.  The rest of the
+ * per-transaction work is cached across transactions:
  *
  * - the name: executing a statement again builds a new FmgrInfo, but the
  *	 expression it points to is the same; a small table keyed by it finds
@@ -94,7 +96,8 @@ struct LocalSeq
 	DistseqDef	def;
 	DistseqSeq *seq;			/* the entry, unless creating */
 	uint64		incarnation;	/* ... the incarnation of it we attached */
-	DistseqMarks *marks;		/* this backend's marks on it (inuse.c) */
+	DistseqMarks *marks;		/* this backend's slot of marks it had
+								 * last, valid while it holds seq (inuse.c) */
 	DistseqStreamCache stream;	/* the chunk we drew from last, if this
 								 * transaction did */
 	uint32		drops_seen;		/* ended drops of seq our relcache knows */
@@ -211,7 +214,7 @@ local_lock_for_prepare(void)
 	hash_seq_init(&status, local_seqs);
 	while ((ls = hash_seq_search(&status)) != NULL)
 	{
-		if (ls->marks == NULL || !distseq_used_unlocked(ls->marks) ||
+		if (ls->seq == NULL || !distseq_used_unlocked(ls->seq, ls->marks) ||
 			ConditionalLockRelationOid(ls->relid, AccessShareLock))
 			continue;
 		hash_seq_term(&status);
@@ -474,7 +477,7 @@ local_not_found(LocalSeq *ls)
 	char		name[NAMEDATALEN];
 
 	strlcpy(name, ls->name, NAMEDATALEN);
-	if (ls->marks == NULL && !ls->creating)
+	if (ls->seq == NULL && !ls->creating)
 	{
 		for (int i = 0; i < SITE_HINTS; i++)
 		{
@@ -495,7 +498,9 @@ local_not_found(LocalSeq *ls)
 /*
  * Keep the sequence from being dropped under us without a lock, if this
  * backend has its entry already (entries are attached only under the lock,
- * which inuse.c relies on).
+ * which inuse.c relies on) and a slot of marks for it: the one it had last
+ * time, if no other entry took it meanwhile.  Without a slot free, the
+ * caller takes the lock.
  */
 static bool
 local_use_unlocked(LocalSeq *ls)
@@ -503,6 +508,12 @@ local_use_unlocked(LocalSeq *ls)
 	if (ls->seq == NULL || ls->creating ||
 		!distseq_seq_is(ls->seq, MyDatabaseId, ls->relid, ls->gen))
 		return false;
+	if (unlikely(!distseq_marks_on(ls->marks, ls->seq)))
+	{
+		ls->marks = distseq_my_marks(ls->seq);
+		if (ls->marks == NULL)
+			return false;
+	}
 	return distseq_use_unlocked(ls->seq, ls->marks, ls->relid, ls->gen,
 								&ls->drops_seen);
 }
@@ -694,8 +705,6 @@ nextval_setup(FunctionCallInfo fcinfo)
 				ls->creating = false;
 				ls->seq = distseq_seq_attach(ls->relid, ls->gen, ls->name,
 											 &ls->def, &ls->incarnation);
-				distseq_backend_attach();
-				ls->marks = distseq_my_marks(ls->seq);
 				local_locked(ls);
 			}
 		}
@@ -736,7 +745,6 @@ local_reattach(LocalSeq *ls)
 						ls->name)));
 	ls->seq = distseq_seq_attach(ls->relid, ls->gen, ls->name, &ls->def,
 								 &ls->incarnation);
-	ls->marks = distseq_my_marks(ls->seq);
 	local_locked(ls);
 }
 

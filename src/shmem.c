@@ -21,6 +21,13 @@
  * the entry is reused.  Sessions that cached the entry see its new identity
  * (its incarnation, pool.c) and attach again (nextval.c).
  *
+ * Each backend has distseq.backend_marks slots of marks, one entry each
+ * (inuse.c explains the handshake they serve): distseq_my_marks() gives
+ * a free slot, or the one used longest ago, to the entry a transaction
+ * wants to use without a lock, and never one that marks the running
+ * transaction.  Shared memory per backend thus does not grow with
+ * distseq.max_sequences.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -76,7 +83,7 @@ distseq_shmem_size(void)
 	size = add_size(size, MAXALIGN(mul_size(MaxBackends,
 											sizeof(DistseqBackend))));
 	size = add_size(size, MAXALIGN(mul_size(mul_size(MaxBackends,
-													 distseq_max_sequences),
+													 distseq_backend_marks),
 											sizeof(DistseqMarks))));
 	size = add_size(size, mul_size(DISTSEQ_FAILURES, sizeof(DistseqFailure)));
 	return size;
@@ -123,7 +130,7 @@ distseq_shmem_startup(void)
 	Distseq->backends = (DistseqBackend *) ptr;
 	ptr += MAXALIGN(mul_size(MaxBackends, sizeof(DistseqBackend)));
 	Distseq->marks = (DistseqMarks *) ptr;
-	ptr += MAXALIGN(mul_size(mul_size(MaxBackends, distseq_max_sequences),
+	ptr += MAXALIGN(mul_size(mul_size(MaxBackends, distseq_backend_marks),
 							 sizeof(DistseqMarks)));
 	Distseq->failure_ring = (DistseqFailure *) ptr;
 
@@ -142,9 +149,12 @@ distseq_shmem_startup(void)
 		memset(Distseq->seqs, 0,
 			   mul_size(distseq_max_sequences, sizeof(DistseqSeq)));
 		memset(Distseq->backends, 0, mul_size(MaxBackends, sizeof(DistseqBackend)));
-		memset(Distseq->marks, 0,
-			   mul_size(mul_size(MaxBackends, distseq_max_sequences),
-						sizeof(DistseqMarks)));
+		for (int i = 0; i < MaxBackends * distseq_backend_marks; i++)
+		{
+			Distseq->marks[i].entry = -1;
+			Distseq->marks[i].user_xact = InvalidLocalTransactionId;
+			Distseq->marks[i].waited_xact = InvalidLocalTransactionId;
+		}
 		Distseq->lock = &locks[0].lock;
 		Distseq->failure_lock = &locks[1 + distseq_max_sequences].lock;
 		Distseq->failure_next = 0;
@@ -339,6 +349,8 @@ seq_setup_locked(DistseqSeq *seq, Oid relid, uint64 gen, const char *name,
  * Does a backend still use the entry: run a transaction that used it without
  * a lock (inuse.c), which a drop of its relation must find?  Marks are read
  * without their owners' help: a stale one only makes the entry look busier.
+ * A slot's user_xact is read before its entry, as a dropper does (inuse.c):
+ * a slot that marks the running transaction keeps its entry until it ends.
  * No backend holds values of its own: what the stream has left goes back
  * with the pool, and a backend that draws again finds the entry changed.
  */
@@ -349,16 +361,62 @@ distseq_seq_held(DistseqSeq *seq)
 
 	for (int b = 0; b < MaxBackends; b++)
 	{
-		DistseqMarks *marks = &Distseq->marks[b * distseq_max_sequences + i];
-		LocalTransactionId lxid;
+		DistseqMarks *slots = &Distseq->marks[b * distseq_backend_marks];
+		LocalTransactionId running;
 
 		if (Distseq->backends[b].dboid != seq->dboid)
 			continue;
-		lxid = marks->user_xact;
-		if (LocalTransactionIdIsValid(lxid) && lxid == distseq_slot_lxid(b))
-			return true;
+		running = distseq_slot_lxid(b);
+		if (!LocalTransactionIdIsValid(running))
+			continue;
+		for (int k = 0; k < distseq_backend_marks; k++)
+		{
+			if (slots[k].user_xact != running)
+				continue;
+			pg_read_barrier();
+			if (slots[k].entry == i)
+				return true;
+		}
 	}
 	return false;
+}
+
+/*
+ * Which entries distseq_seq_held() would call held, all at once (a palloc'd
+ * array of distseq.max_sequences flags): one pass over the slots, for those
+ * that look at many entries.  Only a hint, as racy as its model: whoever
+ * takes an entry over checks it again with distseq_seq_held().
+ */
+bool *
+distseq_held_entries(void)
+{
+	bool	   *held = palloc0(sizeof(bool) * distseq_max_sequences);
+
+	for (int b = 0; b < MaxBackends; b++)
+	{
+		DistseqMarks *slots = &Distseq->marks[b * distseq_backend_marks];
+		Oid			dboid = Distseq->backends[b].dboid;
+		LocalTransactionId running;
+
+		if (!OidIsValid(dboid))
+			continue;
+		running = distseq_slot_lxid(b);
+		if (!LocalTransactionIdIsValid(running))
+			continue;
+		for (int k = 0; k < distseq_backend_marks; k++)
+		{
+			int32		i;
+
+			if (slots[k].user_xact != running)
+				continue;
+			pg_read_barrier();
+			i = slots[k].entry;
+			if (i >= 0 && i < distseq_max_sequences &&
+				Distseq->seqs[i].dboid == dboid)
+				held[i] = true;
+		}
+	}
+	return held;
 }
 
 /*
@@ -418,6 +476,7 @@ seq_take_locked(Oid *ask, bool more)
 	DistseqSeq **parked;
 	DistseqSeq *idle = NULL;
 	int			nparked = 0;
+	bool	   *held;
 
 	for (int i = 0; i < distseq_max_sequences; i++)
 	{
@@ -466,6 +525,7 @@ seq_take_locked(Oid *ask, bool more)
 	pfree(parked);
 
 	*ask = InvalidOid;
+	held = distseq_held_entries();
 	for (int i = 0; i < distseq_max_sequences; i++)
 	{
 		DistseqSeq *seq = &Distseq->seqs[i];
@@ -478,10 +538,11 @@ seq_take_locked(Oid *ask, bool more)
 		else if (gen != 0 && !seq->refill_pending &&
 				 pg_atomic_read_u32(&seq->drop_state) == 0 &&
 				 (idle == NULL || seq->last_used < idle->last_used) &&
-				 !distseq_seq_held(seq))
+				 !held[i])
 			idle = seq;
 		LWLockRelease(seq->lock);
 	}
+	pfree(held);
 	if (idle != NULL && (more || !OidIsValid(*ask)))
 	{
 		LWLockAcquire(idle->lock, LW_EXCLUSIVE);
@@ -628,17 +689,25 @@ distseq_backend_detach(int code, Datum arg)
  * Claim this backend's slot on first use.  Marks left behind by an earlier
  * process with the same backend id are cleared.
  */
-void
+static void
 distseq_backend_attach(void)
 {
 	int			slot;
+	DistseqMarks *slots;
 
 	if (backend_attached)
 		return;
 	slot = my_slot();
-	for (int i = 0; i < distseq_max_sequences; i++)
-		Distseq->marks[slot * distseq_max_sequences + i].user_xact =
-			InvalidLocalTransactionId;
+	slots = &Distseq->marks[slot * distseq_backend_marks];
+	for (int k = 0; k < distseq_backend_marks; k++)
+	{
+		slots[k].user_xact = InvalidLocalTransactionId;
+		slots[k].waited_xact = InvalidLocalTransactionId;
+	}
+	/* a dropper reads user_xact before entry (inuse.c) */
+	pg_write_barrier();
+	for (int k = 0; k < distseq_backend_marks; k++)
+		slots[k].entry = -1;
 	Distseq->backends[slot].dboid = MyDatabaseId;
 	Distseq->backends[slot].pid = MyProcPid;
 	/* before any mark of ours says we use a sequence (inuse.c) */
@@ -647,8 +716,68 @@ distseq_backend_attach(void)
 	backend_attached = true;
 }
 
+/*
+ * This backend's slot of marks on the entry seq: the one that holds it, else
+ * one given to it now -- a free one, else the one used longest ago -- or
+ * NULL when every slot marks the running transaction, and the caller must
+ * lock the relation instead.
+ *
+ * A slot that marks the running transaction is never given away: a dropper
+ * (inuse.c) or a taker (distseq_seq_held) that reads our transaction id in
+ * it must find the entry we use there.  A slot is given away under the lock
+ * of its old entry, which a dropper of that entry holds while it scans, so
+ * that it cannot copy a transaction id into waited_xact after the slot has
+ * changed hands; the new entry's waited_xact starts clear, so that a dropper
+ * of the old entry that waited for us cannot pass for one of the new.  Its
+ * user_xact is cleared before the entry changes: whoever reads user_xact,
+ * then (read barrier) the entry, and finds the entry new, read an id of a
+ * transaction that has ended, or none.
+ */
 DistseqMarks *
 distseq_my_marks(DistseqSeq *seq)
 {
-	return &Distseq->marks[my_slot() * distseq_max_sequences + seq_index(seq)];
+	DistseqMarks *slots;
+	DistseqMarks *victim = NULL;
+	LocalTransactionId lxid = DISTSEQ_MY_LXID;
+	int32		i = seq_index(seq);
+
+	distseq_backend_attach();
+	slots = &Distseq->marks[my_slot() * distseq_backend_marks];
+	for (int k = 0; k < distseq_backend_marks; k++)
+	{
+		DistseqMarks *slot = &slots[k];
+
+		if (slot->entry == i)
+			return slot;
+		if (slot->user_xact == lxid && LocalTransactionIdIsValid(lxid))
+			continue;
+		/* free first, then the oldest transaction (ids wrap: a hint) */
+		if (victim == NULL ||
+			(victim->entry >= 0 &&
+			 (slot->entry < 0 || slot->user_xact < victim->user_xact)))
+			victim = slot;
+	}
+	if (victim == NULL)
+		return NULL;
+
+	if (victim->entry >= 0)
+	{
+		LWLock	   *old = Distseq->seqs[victim->entry].lock;
+
+		LWLockAcquire(old, LW_SHARED);
+		victim->user_xact = InvalidLocalTransactionId;
+		victim->waited_xact = InvalidLocalTransactionId;
+		pg_write_barrier();
+		victim->entry = i;
+		LWLockRelease(old);
+	}
+	else
+	{
+		victim->waited_xact = InvalidLocalTransactionId;
+		pg_write_barrier();
+		victim->entry = i;
+	}
+	/* before the user_xact that says we use it (inuse.c) */
+	pg_write_barrier();
+	return victim;
 }

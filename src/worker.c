@@ -294,6 +294,7 @@ static void
 worker_write_back(bool all)
 {
 	bool		parked_any = false;
+	bool	   *held = NULL;	/* distseq_held_entries(), once needed */
 
 	for (int i = 0; i < distseq_max_sequences; i++)
 	{
@@ -321,9 +322,11 @@ worker_write_back(bool all)
 			continue;
 		}
 		seq->park_requested = false;
+		if (held == NULL)
+			held = distseq_held_entries();
 		park = !seq->refill_pending &&
 			pg_atomic_read_u32(&seq->drop_state) == 0 &&
-			!distseq_seq_held(seq);
+			!held[i];
 		accounted = seq->accounted;
 		if (accounted)
 		{
@@ -355,6 +358,8 @@ worker_write_back(bool all)
 		}
 		LWLockRelease(seq->lock);
 	}
+	if (held != NULL)
+		pfree(held);
 	if (parked_any)
 		ConditionVariableBroadcast(&Distseq->entry_cv);
 }

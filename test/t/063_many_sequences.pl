@@ -9,7 +9,8 @@
 # turn with two entries, their three workers running at once.
 #
 # Last, shared memory follows README's formula: each term is measured on its
-# own by restarting with more entries, then more worker processes.
+# own by restarting with more entries, then more worker processes, then more
+# slots of marks per backend.
 use strict;
 use warnings;
 
@@ -97,9 +98,10 @@ is( $node->safe_psql(
 	'three workers run at once with two entries');
 
 # Shared memory, the allocation named "distseq": README's formula
-#   50,264 + 480 E + 2,024 W + (8 + 8 E) B
+#   50,264 + 480 E + 2,024 W + 8 B + 12 K B (the last term rounded up to 8)
 # E entries (distseq.max_sequences), W worker slots (max_worker_processes),
-# B backend slots (MaxBackends, as sql/distseq_memory.sql computes it).
+# B backend slots (MaxBackends, as sql/distseq_memory.sql computes it), K
+# slots of marks per backend (distseq.backend_marks).
 sub shmem
 {
 	return $node->safe_psql(
@@ -107,6 +109,7 @@ sub shmem
 		SELECT a.size,
 			   current_setting('distseq.max_sequences'),
 			   current_setting('max_worker_processes'),
+			   current_setting('distseq.backend_marks'),
 			   current_setting('max_connections')::bigint
 			   + coalesce(current_setting('autovacuum_worker_slots', true)::bigint + 2,
 						  current_setting('autovacuum_max_workers')::bigint + 1)
@@ -114,28 +117,36 @@ sub shmem
 			   + current_setting('max_wal_senders')::bigint
 		FROM pg_shmem_allocations a WHERE a.name = 'distseq'});
 }
+sub marks_bytes
+{
+	my ($k, $b) = @_;
+	return int((12 * $k * $b + 7) / 8) * 8;
+}
 my @sizes;
-for my $conf ("distseq.max_sequences = 10\n", "distseq.max_sequences = 30\n",
-	"max_worker_processes = 20\n")
+for my $conf (
+	"distseq.max_sequences = 10\n", "distseq.max_sequences = 30\n",
+	"max_worker_processes = 20\n", "distseq.backend_marks = 40\n",
+	"distseq.backend_marks = 5\nmax_worker_processes = 21\n")
 {
 	$node->append_conf('postgresql.conf', $conf);
 	$node->restart;
-	my ($size, $e, $w, $b) = split(/\|/, shmem());
-	is($size, 50264 + 480 * $e + 2024 * $w + (8 + 8 * $e) * $b,
-		"E = $e, W = $w, B = $b: shared memory as README states");
-	push @sizes, [ $size, $e, $w, $b ];
+	my ($size, $e, $w, $k, $b) = split(/\|/, shmem());
+	is($size,
+		50264 + 480 * $e + 2024 * $w + 8 * $b + marks_bytes($k, $b),
+		"E = $e, W = $w, K = $k, B = $b: shared memory as README states");
+	push @sizes, [ $size, $e, $w, $k, $b ];
 }
 
-# each term on its own: an entry, then a worker slot
-my ($s1, $s2, $s3) = @sizes;
-is( ($s2->[0] - $s1->[0] - 8 * ($s2->[1] - $s1->[1]) * $s1->[3]) /
-	  ($s2->[1] - $s1->[1]),
-	480,
-	'an entry costs 480 bytes, besides its 8-byte marks');
-is( ($s3->[0] - $s2->[0] - (8 + 8 * $s2->[1]) * ($s3->[3] - $s2->[3])) /
+# each term on its own: an entry, a worker slot, a slot of marks
+my ($s1, $s2, $s3, $s4) = @sizes;
+is(($s2->[0] - $s1->[0]) / ($s2->[1] - $s1->[1]),
+	480, 'an entry costs 480 bytes, whatever the number of backends');
+is( ($s3->[0] - $s2->[0] - (8 + 12 * $s2->[3]) * ($s3->[4] - $s2->[4])) /
 	  ($s3->[2] - $s2->[2]),
 	2024,
 	'a worker slot costs 2,024 bytes, whatever max_sequences is');
+is( ($s4->[0] - $s3->[0]) / (($s4->[3] - $s3->[3]) * $s4->[4]),
+	12, 'a slot of marks costs 12 bytes per backend');
 
 # entries are found through a hash table by identity, sized by max_sequences
 is( $node->safe_psql(
