@@ -242,13 +242,12 @@ windows_take(const char *schema, const char *name, int64 count)
 								  "   AND window_start < $2 AND next_hi < window_end),"
 								  "   '-9223372036854775808'::int8)"
 								  "  ORDER BY window_start DESC LIMIT %d),"
-								  " low AS (SELECT min(window_start) AS start FROM run),"
-								  " gone AS (DELETE FROM %s.distseq_windows w USING low"
-								  "  WHERE w.sequence_name = $1 AND w.window_start > low.start"
-								  "  AND w.window_start IN (SELECT window_start FROM run))"
-								  " UPDATE %s.distseq_windows w SET window_end = $3, next_hi = $3"
-								  " FROM low WHERE w.sequence_name = $1"
-								  " AND w.window_start = low.start AND low.start < $2",
+								  " gone AS (DELETE FROM %s.distseq_windows"
+								  "  WHERE sequence_name = $1 AND window_start <= $2"
+								  "  AND window_start > (SELECT min(window_start) FROM run))"
+								  " UPDATE %s.distseq_windows SET window_end = $3, next_hi = $3"
+								  " WHERE sequence_name = $1 AND window_start < $2"
+								  " AND window_start = (SELECT min(window_start) FROM run)",
 								  schema, schema, WINDOWS_MERGE, schema, schema),
 						 3, types, values, SPI_OK_UPDATE);
 	return r;
