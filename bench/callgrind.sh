@@ -46,8 +46,13 @@
 # one whole window of 20 values and closes it.  'aged' gets N closed windows
 # inserted directly into distseq.distseq_windows below its first one
 # (contiguous, non-overlapping, next_hi = window_end; nothing else is
-# touched), then VACUUM ANALYZE of the table.  After a warm-up draw of each,
-# the refill worker's counters are dumped and zeroed (callgrind_control -d
+# touched), then VACUUM ANALYZE of the table.  A refill that closes a
+# window merges up to 256 closed rows below it into one, so a sequence aged
+# by real refills keeps one row for its history; the warm-up draws enough
+# of 'aged' (N / 256 + 2 windows, more while it has over 10 rows) to
+# merge the inserted ones as well, then VACUUM ANALYZE (as autovacuum
+# would, in time), and the rows before the draws show it.  After the warm-up the refill
+# worker's counters are dumped and zeroed (callgrind_control -d
 # on its pid), then D values are drawn from 'fresh', dump, D from 'aged',
 # dump: per phase, the inclusive instructions of the worker's refill and
 # reservation functions (callgrind_annotate on each dump) over the phase's
@@ -181,9 +186,17 @@ FROM generate_series(0, $aged - 1) i;
 RESET session_replication_role;
 VACUUM ANALYZE distseq.distseq_windows;
 SQL
-	# warm-up: the worker starts and prepares its statements
+	# warm-up: the worker starts and prepares its statements, and the
+	# closes merge aged's inserted history
 	aged_draw fresh 200
-	aged_draw aged 200
+	aged_draw aged $(( (aged / 256 + 2) * aged_window ))
+	for _ in 1 2 3 4 5 6 7 8 9 10; do
+		read -r rows_aged0 open_aged0 < <(aged_rows aged)
+		[ "$rows_aged0" -le 10 ] && break
+		aged_draw aged $((50 * aged_window))
+	done
+	# what autovacuum does in time: the merged rows' dead tuples go
+	psql_cg -q -c "VACUUM ANALYZE distseq.distseq_windows"
 	wpid=$(psql_cg -At -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'distseq worker'" | sed -n 1p)
 	[ -n "$wpid" ] || { echo "no distseq worker running" >&2; exit 1; }
 	read -r rows_fresh0 open_fresh0 < <(aged_rows fresh)

@@ -227,10 +227,11 @@ SELECT a.sequence_name, a.window_start, b.window_start
 FROM distseq.distseq_windows a JOIN distseq.distseq_windows b
   ON a.sequence_name = b.sequence_name AND a.window_start < b.window_start
  AND b.window_start < a.window_end;
--- window_start <= next_hi <= window_end, and no window is longer than window_size
+-- window_start <= next_hi <= window_end, and no open window is longer than
+-- window_size (a closed row may merge several windows)
 SELECT w.* FROM distseq.distseq_windows w JOIN distseq.distseq_sequences s USING (sequence_name)
 WHERE NOT (w.window_start <= w.next_hi AND w.next_hi <= w.window_end)
-   OR w.window_end::numeric - w.window_start > s.window_size;
+   OR (w.next_hi < w.window_end AND w.window_end::numeric - w.window_start > s.window_size);
 -- every window lies within start_value .. max_value + 1 (for striped
 -- sequences, windows count slots, not values)
 SELECT w.* FROM distseq.distseq_windows w JOIN distseq.distseq_sequences s USING (sequence_name)

@@ -41,7 +41,11 @@
  * sequence and AccessShareLock on the table, kept to the end of the
  * transaction.  distseq_ownedby_drop runs under the dropper's
  * AccessExclusiveLock on the backing relation and deletes the catalog rows
- * directly (RowExclusiveLock), waiting for a refill that updates them.
+ * directly (RowExclusiveLock), waiting for a refill that updates them:
+ * the sequence's row first, then its windows, in the order in which every
+ * reservation and write-back locks them (windows.c), or a reservation that
+ * merges windows would wait for a window deleted here while we wait for
+ * its row.
  *
  *-------------------------------------------------------------------------
  */
@@ -466,8 +470,9 @@ distseq_ownedby_drop(Oid relid, int dropflags)
 
 	if (!shared)
 	{
-		forget_rows(nspid, "distseq_windows", "sequence_name", InvalidOid, name);
+		/* the row before the windows, as windows.c locks them */
 		forget_rows(nspid, "distseq_sequences", "seqrel", relid, NULL);
+		forget_rows(nspid, "distseq_windows", "sequence_name", InvalidOid, name);
 	}
 	else if (!(dropflags & PERFORM_DELETION_INTERNAL))
 		ereport(ERROR,

@@ -5,8 +5,9 @@
  *	  windows in distseq_windows, counted in slots (slot s is the value
  *	  s * stripes + stripe): this file does the arithmetic of slots, opens
  *	  windows above the highest one a sequence ever had, takes reservations
- *	  from the first open one, gives unused ranges back, and rejoins a
- *	  catalog restored or moved from elsewhere.
+ *	  from the first open one, merges the closed windows below the one a
+ *	  reservation closes into one row (WINDOWS_MERGE), gives unused ranges
+ *	  back, and rejoins a catalog restored or moved from elsewhere.
  *
  * Reservations are made only in transactions of their own -- the refill
  * worker's (distseq_catalog_reserve), or the one a peer's libpq session
@@ -19,8 +20,8 @@
  *	- the sequence's row in distseq_sequences, FOR NO KEY UPDATE, before
  *	  anything is reserved (by the reservation's callers) or a creating
  *	  transaction's draws are recorded: it orders us against distseq_drop,
- *	  distseq_setval and friends.  A release locks the windows it gives
- *	  back to and updates the row last;
+ *	  distseq_setval and friends.  A release locks it FOR SHARE, then the
+ *	  windows it gives back to, and updates the row last;
  *	- a window's row FOR UPDATE SKIP LOCKED to take from it, so that a
  *	  concurrent reserver takes the next window; FOR UPDATE to give back to
  *	  it or close it on a rejoin;
@@ -97,6 +98,30 @@ distseq_note_windows(const char *schema, bool changes)
 							  " WHERE epoch = 0 AND NOT made_windows", schema),
 					 0, NULL, NULL, SPI_OK_UPDATE);
 }
+
+/*
+ * When a reservation closes a window, the closed windows right below it --
+ * from the highest window below it that is not closed, or from the first
+ * -- and the window itself become one closed row, at most this many at a
+ * time.  So a sequence keeps its open windows and, between them, one row
+ * for each run of closed ones: the table does not grow with the history.
+ *
+ * The merged row holds reserved exactly what its windows did, and the
+ * values between them that were never this node's windows (the windows of
+ * the other members of a group): nothing is lost, and every reader sees
+ * the same top (the end of the highest window), the same highest reserved
+ * value (max next_hi, which setval and alter refuse below) and the same
+ * "has windows" as before.  A range that a pool gives back lies in one of
+ * this node's own windows, so in one row: the release splits that row as
+ * it splits any closed window (windows_give_back).  No window is ever made
+ * below the top, so the values of a gap can come back to no one.  The
+ * merge commits with the reservation: a dump, a copy at any point in time
+ * or a standby sees a catalog with the same top and reserved values.
+ *
+ * Bounded per call so that a close never stalls on a long history (a
+ * catalog from an older version); each later close merges more.
+ */
+#define WINDOWS_MERGE	256
 
 /* The end of the highest window of sequence $1, by index */
 static char *
@@ -187,6 +212,7 @@ windows_take(const char *schema, const char *name, int64 count)
 	Oid			types[3] = {TEXTOID, INT8OID, INT8OID};
 	Datum		values[3];
 	DistseqRange r = {0, 0};
+	int64		end;
 
 	values[0] = CStringGetTextDatum(name);
 	if (distseq_spi_exec(psprintf("SELECT window_start, next_hi, window_end"
@@ -198,13 +224,32 @@ windows_take(const char *schema, const char *name, int64 count)
 		return r;
 
 	r.lo = distseq_spi_int8(0, 2);
-	r.hi = r.lo + distseq_room(r.lo, distseq_spi_int8(0, 3) - 1, count);
+	end = distseq_spi_int8(0, 3);
+	r.hi = r.lo + distseq_room(r.lo, end - 1, count);
 	values[1] = distseq_spi_int8(0, 1);
 	values[2] = Int64GetDatum(r.hi);
 	distseq_spi_exec(psprintf("UPDATE %s.distseq_windows SET next_hi = $3"
 						  " WHERE sequence_name = $1 AND window_start = $2",
 						  schema),
 				 3, types, values, SPI_OK_UPDATE);
+
+	/* it closed the window: merge the run of closed windows it ends */
+	if (r.hi == end)
+		distseq_spi_exec(psprintf("WITH run AS (SELECT window_start FROM %s.distseq_windows"
+								  "  WHERE sequence_name = $1 AND window_start <= $2"
+								  "  AND window_start > COALESCE((SELECT max(window_start)"
+								  "   FROM %s.distseq_windows WHERE sequence_name = $1"
+								  "   AND window_start < $2 AND next_hi < window_end),"
+								  "   '-9223372036854775808'::int8)"
+								  "  ORDER BY window_start DESC LIMIT %d),"
+								  " gone AS (DELETE FROM %s.distseq_windows"
+								  "  WHERE sequence_name = $1 AND window_start <= $2"
+								  "  AND window_start > (SELECT min(window_start) FROM run))"
+								  " UPDATE %s.distseq_windows SET window_end = $3, next_hi = $3"
+								  " WHERE sequence_name = $1 AND window_start < $2"
+								  " AND window_start = (SELECT min(window_start) FROM run)",
+								  schema, schema, WINDOWS_MERGE, schema, schema),
+						 3, types, values, SPI_OK_UPDATE);
 	return r;
 }
 
@@ -467,14 +512,26 @@ windows_give_back(const char *schema, Oid relid, uint64 gen,
 	values[1] = Int64GetDatum((int64) gen);
 	values[2] = Int64GetDatum(range.lo);
 	values[3] = Int64GetDatum(range.hi);
+
+	/*
+	 * Windows never overlap: of those that start at or below the range's
+	 * start only the highest can reach into it, so the scan starts there
+	 * and not at the sequence's first window.
+	 */
 	nwindows = distseq_spi_exec(psprintf("SELECT w.window_start, w.window_end, w.next_hi"
 										 " FROM %s.distseq_windows w"
 										 " JOIN %s.distseq_sequences s"
 										 " ON w.sequence_name = s.sequence_name"
 										 " WHERE s.seqrel = $1::oid AND s.generation = $2"
 										 " AND w.window_start < $4 AND w.window_end > $3"
+										 " AND w.window_start >= COALESCE((SELECT b.window_start"
+										 "  FROM %s.distseq_windows b"
+										 "  WHERE b.sequence_name = s.sequence_name"
+										 "  AND b.window_start <= $3"
+										 "  ORDER BY b.window_start DESC LIMIT 1), $3)"
+										 " ORDER BY w.window_start"
 										 " FOR UPDATE OF w",
-										 schema, schema),
+										 schema, schema, schema),
 								4, types, values, SPI_OK_SELECT);
 	w = palloc(sizeof(*w) * Max(nwindows, 1));
 	for (uint64 k = 0; k < nwindows; k++)
@@ -545,8 +602,14 @@ windows_give_back(const char *schema, Oid relid, uint64 gen,
  * The pieces cover exactly the window, so windows still never overlap, and
  * every value the catalog holds reserved stays so.  A range that crosses
  * windows (rests that touched merge in the pool) is handed back window by
- * window.  Going from the highest range down lets adjacent ranges go back
- * one after the other.
+ * window.  A window merged into a closed row below it (WINDOWS_MERGE) is
+ * in that row.  Going from the highest range down lets adjacent ranges go
+ * back one after the other.
+ *
+ * The sequence's row is locked FOR SHARE first, as a reservation locks it
+ * before its windows: a reservation that merges windows, a setval or an
+ * alter (which update the row, then close or cut windows) has committed
+ * before our first look at the windows, or waits for us.
  *
  * Returns the number of values lost (parts no window has reserved: the
  * sequence was dropped meanwhile, or the range came from another server);
@@ -562,6 +625,7 @@ distseq_catalog_release(Oid relid, uint64 gen, DistseqRange *ranges,
 	Datum		values[5];
 	int64		released = 0;
 	int64		dropped = 0;
+	bool		found;
 
 	/* a sequence dropped meanwhile has nothing to take back */
 	if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(relid)))
@@ -570,12 +634,18 @@ distseq_catalog_release(Oid relid, uint64 gen, DistseqRange *ranges,
 
 	distseq_spi_connect();
 
-	qsort(ranges, nranges, sizeof(DistseqRange), range_cmp_desc);
 	values[0] = Int64GetDatum((int64) relid);
 	values[1] = Int64GetDatum((int64) gen);
+	found = distseq_spi_exec(psprintf("SELECT FROM %s.distseq_sequences"
+									  " WHERE seqrel = $1::oid AND generation = $2"
+									  " FOR SHARE", schema),
+							 2, types, values, SPI_OK_SELECT) == 1;
+
+	qsort(ranges, nranges, sizeof(DistseqRange), range_cmp_desc);
 	for (int i = 0; i < nranges; i++)
 	{
-		int64		back = windows_give_back(schema, relid, gen, ranges[i]);
+		int64		back = found ? windows_give_back(schema, relid, gen,
+													 ranges[i]) : 0;
 
 		released += back;
 		dropped += RANGE_SIZE(ranges[i]) - back;

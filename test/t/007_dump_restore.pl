@@ -1,6 +1,9 @@
 # pg_dump of a database in use, restored elsewhere: the restored sequences
 # continue above every value the source handed out, and the sequences a
-# column owns are still owned by it.
+# column owns are still owned by it.  Sequence w has small windows, closed
+# (and merged into one row) while the dump runs and after it: its rows
+# stay bounded, and a restore of the older dump continues above every value
+# drawn before the dump began.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -17,6 +20,7 @@ $src->safe_psql('app',
 	"CREATE EXTENSION distseq;
 	 SELECT distseq_create('s', block_size => 10);
 	 SELECT distseq_create('t', block_size => 3, window_size => 50000, max_value => 2147483647);
+	 SELECT distseq_create('w', block_size => 1, window_size => 100);
 	 CREATE TABLE orders (id bigint PRIMARY KEY DEFAULT distseq_nextval('s'), v text);");
 # Owned by a column: one that distseq_create_for_column() made the column's
 # default, one of distseq_create(owned_by), in a schema and of a role of
@@ -37,7 +41,7 @@ $src->safe_psql('app',
 # read and write files, so they run on their own while the test waits.
 my $sqlfile = $src->basedir . '/draw.sql';
 PostgreSQL::Test::Utils::append_to_file($sqlfile,
-	join('', map { "SELECT distseq_nextval('s'), distseq_nextval('t');\n" } 1 .. 20000));
+	join('', map { "SELECT distseq_nextval('s'), distseq_nextval('t'), distseq_nextval('w');\n" } 1 .. 20000));
 my @clients;
 for my $c (1 .. 2)
 {
@@ -51,19 +55,22 @@ $src->poll_query_until('app',
   or die "clients never started";
 
 $src->safe_psql('app', "INSERT INTO orders (v) SELECT 'x' FROM generate_series(1, 50)");
+my $w_before = $src->safe_psql('app',
+	"SELECT max(distseq_nextval('w')) FROM generate_series(1, 300)");
 my $dump = $src->basedir . '/app.dump';
 $src->command_ok([ 'pg_dump', '-Fc', '-f', $dump, '-d', $src->connstr('app') ],
 	'pg_dump while values are drawn');
 
-my (@s_values, @t_values);
+my (@s_values, @t_values, @w_values);
 for my $c (@clients)
 {
 	$c->[0]->finish;
 	for my $line (split /\n/, slurp_file($c->[1]))
 	{
-		my ($s, $t) = split /\|/, $line;
+		my ($s, $t, $w) = split /\|/, $line;
 		push @s_values, $s;
 		push @t_values, $t;
+		push @w_values, $w;
 	}
 }
 cmp_ok(scalar(@s_values), '==', 40000, 'the clients drew all their values');
@@ -71,15 +78,23 @@ cmp_ok(scalar(@s_values), '==', 40000, 'the clients drew all their values');
 # The source goes on after the dump: those values come from reservations the
 # dump does not know about.
 for my $line (split /\n/, $src->safe_psql('app',
-		"SELECT distseq_nextval('s'), distseq_nextval('t') FROM generate_series(1, 3000)"))
+		"SELECT distseq_nextval('s'), distseq_nextval('t'), distseq_nextval('w')
+		 FROM generate_series(1, 3000)"))
 {
-	my ($s, $t) = split /\|/, $line;
+	my ($s, $t, $w) = split /\|/, $line;
 	push @s_values, $s;
 	push @t_values, $t;
+	push @w_values, $w;
 }
 push @s_values, split /\n/, $src->safe_psql('app', 'SELECT id FROM orders');
 my %uniq = map { $_ => 1 } @s_values;
 is(scalar(keys %uniq), scalar(@s_values), 'source values are distinct');
+%uniq = map { $_ => 1 } @w_values;
+is(scalar(keys %uniq), scalar(@w_values), 'w: source values are distinct');
+cmp_ok($src->safe_psql('app',
+		"SELECT count(*) FROM distseq.distseq_windows WHERE sequence_name = 'w'"),
+	'<=', 2 + 2 + 16,
+	'w: after 430 windows the source keeps its open windows, one merged row, and what pools gave back');
 my $s_max = max(@s_values);
 my $t_max = max(@t_values);
 # drawn after the dump too
@@ -98,6 +113,10 @@ sub check_restored
 		"SELECT distseq_nextval('t') FROM generate_series(1, 2000)");
 	cmp_ok(min(@s), '>', $s_max, "$what: s continues above the source ($s_max)");
 	cmp_ok(min(@t), '>', $t_max, "$what: t continues above the source ($t_max)");
+	my @w = split /\n/, $node->safe_psql($db,
+		"SELECT distseq_nextval('w') FROM generate_series(1, 300)");
+	cmp_ok(min(@w), '>', $w_before,
+		"$what: w continues above every value drawn before the dump began ($w_before)");
 	my @ids = split /\n/, $node->safe_psql($db,
 		"INSERT INTO orders (v) SELECT 'y' FROM generate_series(1, 100) RETURNING id");
 	cmp_ok(min(@ids), '>', $s_max, "$what: table defaults continue above the source");

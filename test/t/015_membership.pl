@@ -15,7 +15,7 @@ use DistseqPeers;
 
 my %node;
 my @names = qw(a b c d e);
-$node{$_} = peer_node("node_$_") for @names;
+$node{$_} = peer_node("node_$_", window_log => 1) for @names;
 for my $n (@names)
 {
 	peer_server($node{$n}, $_, $node{$_}) for grep { $_ ne $n } @names;
@@ -32,7 +32,7 @@ sub windows_of
 	for my $n (@nodes)
 	{
 		push @w, map { [ split /\|/ ] } split /\n/,
-		  sql($n, "SELECT window_start, window_end FROM distseq.distseq_windows WHERE sequence_name = '$seq'");
+		  sql($n, "SELECT window_start, window_end FROM public.distseq_windows_ever('$seq')");
 	}
 	return @w;
 }

@@ -12,7 +12,7 @@ use lib $FindBin::RealBin;
 use DistseqPeers;
 
 my %node;
-$node{$_} = peer_node("node_$_") for qw(a b c);
+$node{$_} = peer_node("node_$_", window_log => 1) for qw(a b c);
 for my $n (qw(a b c))
 {
 	peer_server($node{$n}, $_, $node{$_}) for grep { $_ ne $n } qw(a b c);
@@ -80,7 +80,7 @@ my @w;
 for my $n ($node{a}, $node{b}, $standby)
 {
 	push @w, map { [ split /\|/ ] } split /\n/, $n->safe_psql('postgres',
-		"SELECT window_start, window_end FROM distseq.distseq_windows WHERE sequence_name = 'orders'");
+		"SELECT window_start, window_end FROM public.distseq_windows_ever('orders')");
 }
 @w = sort { $a->[0] <=> $b->[0] } @w;
 my $bad = grep { $w[$_]->[0] < $w[ $_ - 1 ]->[1] } 1 .. $#w;

@@ -8,6 +8,9 @@
 #   skip (the rest of the open windows plus min_open_windows x window_size,
 #   2,000 values here at most) is smaller than the burst.  This documents the
 #   limitation distseq.standby_ack = all removes.
+# Before the burst, the primary draws through 20 windows, which closes them
+# and merges them into one row (windows.c): the standby replays the merges,
+# and its rejoin skip is what it would be with every window kept.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -100,7 +103,11 @@ sub repeats
 	$c->safe_psql('postgres',
 		"SELECT distseq_create('r', block_size => 10, servers => ARRAY['node_p'])");
 
-	my @old = draw($primary, 's', 200);
+	my @old = draw($primary, 's', 20000);
+	$primary->wait_for_catchup($standby);
+	my $rows = "SELECT count(*) FROM distseq.distseq_windows WHERE sequence_name = 's'";
+	cmp_ok($standby->safe_psql('postgres', $rows), '<=', 1 + 2 + 16,
+		'after 20 windows the standby holds the open ones, one merged row, and what pools gave back');
 	my @c_old = draw($c, 'r', 20);
 	is(scalar(@c_old), 20, 'a peer reservation is answered while the standby acknowledges');
 
@@ -183,6 +190,8 @@ sub repeats
 	fail_over($primary, $standby, $walsender);
 	my @new = draw($standby, 's', 3 * $burst);
 	is(scalar(@new), 3 * $burst, 'the promoted standby draws');
+	cmp_ok($standby->safe_psql('postgres', $rows), '<=', 1 + 2 + 16,
+		'its windows stay bounded');
 	is(repeats(\@old, \@new), 0,
 		'and repeats no value the old primary handed out');
 	my @r_new = draw($standby, 'r', 3 * $burst);

@@ -14,7 +14,7 @@ use DistseqPeers;
 
 my @names = qw(a b c d);
 my %node;
-$node{$_} = peer_node("learn_$_") for @names;
+$node{$_} = peer_node("learn_$_", window_log => 1) for @names;
 for my $n (@names)
 {
 	peer_server($node{$n}, $_, $node{$_}) for grep { $_ ne $n } @names;
@@ -179,7 +179,7 @@ my @w;
 for my $n (@names)
 {
 	push @w, map { [ split /\|/ ] } split /\n/,
-	  sql($n, "SELECT window_start, window_end FROM distseq.distseq_windows WHERE sequence_name = 'orders'");
+	  sql($n, "SELECT window_start, window_end FROM public.distseq_windows_ever('orders')");
 }
 @w = sort { $a->[0] <=> $b->[0] } @w;
 is(scalar(grep { $w[$_]->[0] < $w[ $_ - 1 ]->[1] } 1 .. $#w), 0, 'no two windows overlap');

@@ -16,7 +16,7 @@ use DistseqPeers;
 
 my @names = qw(a b c);
 my %node;
-$node{$_} = peer_node("node_$_") for @names;
+$node{$_} = peer_node("node_$_", window_log => 1) for @names;
 for my $n (@names)
 {
 	peer_server($node{$n}, $_, $node{$_}) for grep { $_ ne $n } @names;
@@ -80,7 +80,7 @@ for (1 .. 3)
 	sql($_, 'SELECT count(*) FROM distseq_maintain()') for qw(b c);
 }
 my @w = map { [ split /\|/ ] } map { split /\n/,
-	  sql($_, "SELECT window_start, window_end FROM distseq.distseq_windows WHERE sequence_name = 'orders'") }
+	  sql($_, "SELECT window_start, window_end FROM public.distseq_windows_ever('orders')") }
   qw(b c);
 @w = sort { $a->[0] <=> $b->[0] } @w;
 is(scalar(grep { $w[$_]->[0] < $w[ $_ - 1 ]->[1] } 1 .. $#w), 0, 'no two windows of b and c overlap');

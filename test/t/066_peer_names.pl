@@ -16,7 +16,7 @@ use DistseqPeers;
 
 my %node;
 my @nodes = qw(a b c);
-$node{$_} = peer_node("names_$_") for @nodes;
+$node{$_} = peer_node("names_$_", window_log => 1) for @nodes;
 for my $n (@nodes)
 {
 	peer_server($node{$n}, $_, $node{$_}) for grep { $_ ne $n } @nodes;
@@ -71,8 +71,7 @@ for my $name (@names)
 	for my $n (@nodes)
 	{
 		push @w, map { [ split /\|/ ] } split /\n/,
-		  sql($n, "SELECT window_start, window_end FROM distseq.distseq_windows"
-			  . " WHERE sequence_name = \$q\$$name\$q\$");
+		  sql($n, "SELECT window_start, window_end FROM public.distseq_windows_ever(\$q\$$name\$q\$)");
 	}
 	@w = sort { $a->[0] <=> $b->[0] } @w;
 	for my $i (1 .. $#w)

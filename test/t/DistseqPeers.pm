@@ -12,7 +12,8 @@ use POSIX ();
 use Socket qw(SOL_SOCKET SO_RCVBUF);
 use Time::HiRes qw(time);
 
-our @EXPORT = qw(peer_node peer_server tcp_proxy);
+our @EXPORT =
+  qw(peer_node peer_server tcp_proxy window_log logged_windows window_overlaps);
 
 # A started node with distseq preloaded and installed, listening on
 # 127.0.0.1 with trust for loopback connections (and "hba" lines first);
@@ -36,7 +37,99 @@ distseq.remote_timeout = '2s'
 	close $fh;
 	$node->start;
 	$node->safe_psql('postgres', 'CREATE EXTENSION distseq');
+	window_log($node) if $opts{window_log};
 	return $node;
+}
+
+# Every window ever written on $node, in database $db: distseq merges the
+# closed windows of a run into one row, which in a group spans the other
+# members' windows between them, so a test that checks what windows covered
+# (no two nodes' overlap, every value drawn was reserved) reads
+# public.distseq_window_log, which a trigger fills with each row as it is
+# inserted or updated (a release splits windows: the pieces are logged
+# too), except the update that widens a row to merge the ones above it.
+# "made" marks the rows that made a window: not the update of a row nor
+# the upper piece a release cuts out of one (inserted while the row it is
+# cut from, which ends where it does, is still there), since a merged row
+# and its pieces span the other members' windows between the node's own.  logged_windows and
+# public.distseq_windows_ever(seq) give the union of the windows made, as
+# disjoint (window_start, window_end) rows.  peer_node(..., window_log => 1) sets
+# it up on a new node.
+sub window_log
+{
+	my ($node, $db) = @_;
+	$node->safe_psql($db // 'postgres', q{
+		CREATE TABLE public.distseq_window_log (sequence_name text,
+			window_start bigint, window_end bigint, next_hi bigint,
+			made boolean);
+		CREATE FUNCTION public.distseq_window_logger() RETURNS trigger
+			LANGUAGE plpgsql SET search_path = pg_catalog AS $$
+		BEGIN
+			IF TG_OP = 'UPDATE' AND NEW.window_end > OLD.window_end THEN
+				RETURN NULL;
+			END IF;
+			INSERT INTO public.distseq_window_log
+				VALUES (NEW.sequence_name, NEW.window_start, NEW.window_end, NEW.next_hi,
+					TG_OP = 'INSERT' AND NOT EXISTS (SELECT FROM distseq.distseq_windows o
+						WHERE o.sequence_name = NEW.sequence_name
+						AND o.window_start < NEW.window_start
+						AND o.window_end = NEW.window_end));
+			RETURN NULL;
+		END $$;
+		CREATE TRIGGER distseq_window_log AFTER INSERT OR UPDATE
+			ON distseq.distseq_windows FOR EACH ROW
+			EXECUTE FUNCTION public.distseq_window_logger();
+		CREATE FUNCTION public.distseq_windows_ever(seq text)
+			RETURNS TABLE (window_start bigint, window_end bigint)
+			LANGUAGE sql AS $$
+			SELECT min(s), max(e) FROM (
+				SELECT s, e, count(*) FILTER (WHERE brk) OVER (ORDER BY s, e) AS island
+				FROM (SELECT l.window_start AS s, l.window_end AS e,
+						l.window_start > COALESCE(max(l.window_end) OVER (
+							ORDER BY l.window_start, l.window_end
+							ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING),
+							l.window_start - 1) AS brk
+					  FROM public.distseq_window_log l
+					  WHERE l.sequence_name = seq AND l.made) a) b
+			GROUP BY island ORDER BY 1 $$;});
+}
+
+# The union of the windows $node ever had for sequence $seq (from
+# window_log), as disjoint [start, end, $tag] intervals.
+sub logged_windows
+{
+	my ($node, $tag, $seq, $db) = @_;
+	my @w;
+	for my $line (split /\n/, $node->safe_psql($db // 'postgres',
+			"SELECT window_start, window_end FROM public.distseq_window_log"
+			  . " WHERE sequence_name = '$seq' AND made ORDER BY window_start, window_end"))
+	{
+		my ($s, $e) = split /\|/, $line;
+		if (@w && $s <= $w[-1][1])
+		{
+			$w[-1][1] = $e if $e > $w[-1][1];
+		}
+		else
+		{
+			push @w, [ $s, $e, $tag ];
+		}
+	}
+	return @w;
+}
+
+# The pairs of intervals [start, end, tag] that overlap.
+sub window_overlaps
+{
+	my @w = sort { $a->[0] <=> $b->[0] } @_;
+	my @bad;
+	my $far = 0;
+	for my $i (1 .. $#w)
+	{
+		$far = $i - 1 if $w[ $i - 1 ][1] > $w[$far][1];
+		push @bad, "$w[$far][2]:[$w[$far][0],$w[$far][1]) $w[$i][2]:[$w[$i][0],$w[$i][1])"
+		  if $w[$i][0] < $w[$far][1];
+	}
+	return @bad;
 }
 
 # On node $on, a foreign server "node_$to_name" reaching node $to, with a
