@@ -179,15 +179,7 @@ for my $n (qw(a b c))
 	window_log($node{$n});
 	$node{$n}->safe_psql('postgres', 'CREATE TABLE drawn (v bigint PRIMARY KEY)');
 }
-for my $n (qw(a b c))
-{
-	peer_server($node{$n}, $_, $node{$_}) for grep { $_ ne $n } qw(a b c);
-}
-for my $n (qw(a b c))
-{
-	$node{$n}->safe_psql('postgres', "SELECT distseq_add_peer('node_$_')")
-	  for grep { $_ ne $n } qw(a b c);
-}
+peer_group(\%node, qw(a b c));
 $node{a}->safe_psql('postgres',
 	"SELECT distseq_create('g', block_size => 2, window_size => 20, min_open_windows => 2)");
 $node{$_}->safe_psql('postgres', 'SELECT count(*) FROM distseq_maintain()')

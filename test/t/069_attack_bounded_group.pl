@@ -16,15 +16,7 @@ use DistseqPeers;
 my %node;
 my @names = qw(a b c);
 $node{$_} = peer_node("atk_$_") for @names;
-for my $n (@names)
-{
-	peer_server($node{$n}, $_, $node{$_}) for grep { $_ ne $n } @names;
-}
-for my $n (@names)
-{
-	$node{$n}->safe_psql('postgres', "SELECT distseq_add_peer('node_$_')")
-	  for grep { $_ ne $n } @names;
-}
+peer_group(\%node, @names);
 $node{a}->safe_psql('postgres',
 	"SELECT distseq_create('g', block_size => 20, window_size => 20, min_open_windows => 2)");
 $node{$_}->safe_psql('postgres', 'SELECT count(*) FROM distseq_maintain()') for @names;

@@ -25,16 +25,8 @@ my %node;
 $node{$_} = peer_node("merge_$_", conf => "distseq.max_sequences = 3\n")
   for @members;
 $node{d} = peer_node('merge_d');
-for my $n (@members)
-{
-	peer_server($node{$n}, $_, $node{$_}) for grep { $_ ne $n } @members;
-}
+peer_group(\%node, @members);
 peer_server($node{d}, $_, $node{$_}) for qw(a b);
-for my $n (@members)
-{
-	$node{$n}->safe_psql('postgres', "SELECT distseq_add_peer('node_$_')")
-	  for grep { $_ ne $n } @members;
-}
 for my $n (qw(a b c d))
 {
 	# the windows the agent wins come in as open rows (next_hi at their

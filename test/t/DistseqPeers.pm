@@ -13,7 +13,8 @@ use Socket qw(SOL_SOCKET SO_RCVBUF);
 use Time::HiRes qw(time);
 
 our @EXPORT =
-  qw(peer_node peer_server tcp_proxy window_log logged_windows window_overlaps);
+  qw(peer_node peer_server peer_group tcp_proxy window_log logged_windows
+  window_overlaps);
 
 # A started node with distseq preloaded and installed, listening on
 # 127.0.0.1 with trust for loopback connections (and "hba" lines first);
@@ -143,6 +144,22 @@ sub peer_server
 		CREATE SERVER node_$to_name FOREIGN DATA WRAPPER distseq
 			OPTIONS (host '127.0.0.1', port '$port', dbname 'postgres');
 		CREATE USER MAPPING FOR CURRENT_USER SERVER node_$to_name OPTIONS (user 'postgres');));
+}
+
+# The nodes $node->{$n} for each name in @names form one group: each gets
+# a server for every other (peer_server), then adds every other as a peer.
+sub peer_group
+{
+	my ($node, @names) = @_;
+	for my $n (@names)
+	{
+		peer_server($node->{$n}, $_, $node->{$_}) for grep { $_ ne $n } @names;
+	}
+	for my $n (@names)
+	{
+		$node->{$n}->safe_psql('postgres', "SELECT distseq_add_peer('node_$_')")
+		  for grep { $_ ne $n } @names;
+	}
 }
 
 # A TCP proxy on loopback to $to_port, in a child process, for at most ten
