@@ -18,10 +18,13 @@
 # C + 10.  It times creating N distseq sequences (distseq_create, one
 # statement each, as a migration would) against N native sequences
 # (CREATE SEQUENCE ... CACHE 100), and one session's first draw from each.
-# Then pgbench runs C clients, each
+# The same draws again in a new session time a backend's first use of
+# each sequence on a warm server.  Then pgbench runs C clients, each
 # transaction drawing one value from a sequence chosen at random among the
-# N: distseq_nextval, nextval of the native ones, and distseq_nextval of one
-# single sequence, in interleaved rounds.  Last, the shared memory distseq
+# N: distseq_nextval, nextval of the native ones, and of one single
+# sequence of each kind, in interleaved rounds.  Each pgbench run connects
+# anew, so its clients pay a first use for most sequences they draw from:
+# many ÷ one shows that cost, for native sequences too.  Last, the shared memory distseq
 # allocated (pg_shmem_allocations) and what it comes to per sequence.
 # Results in bench/out/many.csv.
 set -euo pipefail
@@ -96,11 +99,12 @@ cp "$work/scripts/many_distseq.sql" "$work/scripts/many_native.sql"
 echo "SELECT distseq_nextval('d' || :k);" >> "$work/scripts/many_distseq.sql"
 echo "SELECT nextval('n' || :k);" >> "$work/scripts/many_native.sql"
 echo "SELECT distseq_nextval('one');" > "$work/scripts/one_distseq.sql"
+echo "SELECT nextval('n1');" > "$work/scripts/one_native.sql"
 chown -R postgres "$work/scripts" 2>/dev/null || true
 
 raw=$work/many.raw
 : > "$raw"
-variants="many_distseq many_native one_distseq"
+variants="many_distseq many_native one_distseq one_native"
 # one draw from every sequence of each kind, in one session: the server's
 # first refills (distseq) and first cached values (native) are not what the
 # rounds measure; its time is reported
@@ -115,6 +119,16 @@ t2=$(date +%s%N)
 first_distseq_ms=$(( (t1 - t0) / 1000000 ))
 first_native_ms=$(( (t2 - t1) / 1000000 ))
 bench_log "first draw of each: distseq ${first_distseq_ms} ms, native ${first_native_ms} ms"
+# the same in a new session: the server is warm, the backend is not (what
+# a pgbench client pays at its first draw from each sequence)
+t0=$(date +%s%N)
+draw_each "distseq_nextval('d' || g)"
+t1=$(date +%s%N)
+draw_each "nextval(('n' || g)::regclass)"
+t2=$(date +%s%N)
+use_distseq_ms=$(( (t1 - t0) / 1000000 ))
+use_native_ms=$(( (t2 - t1) / 1000000 ))
+bench_log "first use of each in a new session: distseq ${use_distseq_ms} ms, native ${use_native_ms} ms"
 
 # round 0 warms the backends up and is dropped
 for r in $(seq 0 "$rounds"); do
@@ -145,6 +159,8 @@ csv=$out/many.csv
 	echo "create_distseq,$distseq_ms,ms"
 	echo "first_native,$first_native_ms,ms"
 	echo "first_distseq,$first_distseq_ms,ms"
+	echo "use_native,$use_native_ms,ms"
+	echo "use_distseq,$use_distseq_ms,ms"
 	awk -F, '$1 > 0 { print $2 "," $3 }' "$raw" | sort -t, -k1,1 -k2,2g | awk -F, '
 		function flush() { if (c) printf "%s,%.1f,tps\n", key, (c % 2 ? v[(c + 1) / 2] : (v[c / 2] + v[c / 2 + 1]) / 2) }
 		$1 != key { flush(); key = $1; c = 0 }
@@ -166,6 +182,8 @@ awk -F, -v n="$nseq" -v c="$clients" '
 		printf "%-58s %10.1f s %9.2fx\n", "first draw of each distseq sequence, one session (x native)", val["first_distseq"] / 1000, val["first_distseq"] / val["first_native"]
 		printf "%-58s %8.0f tps %9.2fx\n", "distseq_nextval, random one of " n " (x native)", val["many_distseq"], val["many_distseq"] / val["many_native"]
 		printf "%-58s %8.0f tps\n", "nextval CACHE 100, random one of " n, val["many_native"]
+		printf "%-58s %10.1f s %9.2fx\n", "first use of each, a new session, server warm (x native)", val["use_distseq"] / 1000, val["use_distseq"] / val["use_native"]
 		printf "%-58s %8.0f tps %9.2fx\n", "distseq_nextval, one sequence (many x one)", val["one_distseq"], val["many_distseq"] / val["one_distseq"]
+		printf "%-58s %8.0f tps %9.2fx\n", "nextval, one native sequence (many x one)", val["one_native"], val["many_native"] / val["one_native"]
 		printf "%-58s %8.1f MB %7.0f B/seq\n", "distseq shared memory, " val["sequences_in_use"] " sequences in use", val["shmem_distseq"] / 1048576, val["shmem_distseq"] / val["sequences_in_use"]
 	}' "$csv"
