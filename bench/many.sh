@@ -111,23 +111,20 @@ variants="many_distseq many_native one_distseq one_native"
 draw_each() {	# expr
 	psql_a -At -c "SELECT count($1) FROM generate_series(1, $nseq) g" >/dev/null
 }
-t0=$(date +%s%N)
-draw_each "distseq_nextval('d' || g)"
-t1=$(date +%s%N)
-draw_each "nextval(('n' || g)::regclass)"
-t2=$(date +%s%N)
-first_distseq_ms=$(( (t1 - t0) / 1000000 ))
-first_native_ms=$(( (t2 - t1) / 1000000 ))
+draw_both_ms() {	# one draw from each distseq, then each native sequence: "ms ms"
+	local t0 t1 t2
+	t0=$(date +%s%N)
+	draw_each "distseq_nextval('d' || g)"
+	t1=$(date +%s%N)
+	draw_each "nextval(('n' || g)::regclass)"
+	t2=$(date +%s%N)
+	echo "$(( (t1 - t0) / 1000000 )) $(( (t2 - t1) / 1000000 ))"
+}
+read -r first_distseq_ms first_native_ms < <(draw_both_ms)
 bench_log "first draw of each: distseq ${first_distseq_ms} ms, native ${first_native_ms} ms"
 # the same in a new session: the server is warm, the backend is not (what
 # a pgbench client pays at its first draw from each sequence)
-t0=$(date +%s%N)
-draw_each "distseq_nextval('d' || g)"
-t1=$(date +%s%N)
-draw_each "nextval(('n' || g)::regclass)"
-t2=$(date +%s%N)
-use_distseq_ms=$(( (t1 - t0) / 1000000 ))
-use_native_ms=$(( (t2 - t1) / 1000000 ))
+read -r use_distseq_ms use_native_ms < <(draw_both_ms)
 bench_log "first use of each in a new session: distseq ${use_distseq_ms} ms, native ${use_native_ms} ms"
 
 # round 0 warms the backends up and is dropped
