@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * catalog.c
- *	  Queries of distseq's catalog table distseq_sequences, all through SPI:
- *	  reading a sequence's definition, creating one (its first windows are
+ *	  Queries of distseq's catalog table distseq_sequences, all through SPI
+ *	  but one: reading a sequence's definition (at a backend's first use of
+ *	  a sequence, by an index scan), creating one (its first windows are
  *	  opened by windows.c), the servers a sequence draws from, and the SQL
  *	  entry point of a peer's reservation (distseq_peer_reserve; the
  *	  reservation itself is windows.c's).
@@ -27,24 +28,29 @@
 #include "postgres.h"
 
 #include "distseq.h"
+#include "compat.h"
 
+#include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/relation.h"
+#include "access/table.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
+#include "utils/rel.h"
 #include "utils/snapmgr.h"
 
 /*
- * Read a sequence's definition by name, in the caller's transaction: with
- * "latest", as of now rather than as of the transaction's snapshot.
+ * Read a sequence's definition by name, in the caller's transaction.
  * Returns false when there is no such sequence.
  */
-static bool
-catalog_lookup(const char *name, DistseqDef *def, bool latest)
+bool
+distseq_catalog_lookup(const char *name, DistseqDef *def)
 {
 	DistseqSpiContext cxt;
 	DistseqCatalog cat = distseq_catalog();
@@ -59,21 +65,7 @@ catalog_lookup(const char *name, DistseqDef *def, bool latest)
 				   " %s FROM %s.distseq_sequences WHERE sequence_name = $1",
 				   cat.stripes ? "stripes::int8, stripe::int8" : "1::int8, 0::int8",
 				   cat.schema);
-	if (latest)
-	{
-		SPIPlanPtr	plan = distseq_spi_plan(sql, 1, types);
-		int			rc;
-
-		if (plan == NULL && (plan = SPI_prepare(sql, 1, types)) == NULL)
-			elog(ERROR, "distseq: SPI_prepare failed (%d): %s", SPI_result, sql);
-		rc = SPI_execute_snapshot(plan, values, NULL, GetLatestSnapshot(),
-								  InvalidSnapshot, true, false, 0);
-		if (rc != SPI_OK_SELECT)
-			elog(ERROR, "distseq: SPI_execute_snapshot failed (%d): %s", rc, sql);
-		found = SPI_processed == 1;
-	}
-	else
-		found = distseq_spi_exec(sql, 1, types, values, SPI_OK_SELECT) == 1;
+	found = distseq_spi_exec(sql, 1, types, values, SPI_OK_SELECT) == 1;
 	if (found)
 	{
 		def->relid = (Oid) distseq_spi_int8(0, 1);
@@ -87,10 +79,62 @@ catalog_lookup(const char *name, DistseqDef *def, bool latest)
 	return found;
 }
 
-bool
-distseq_catalog_lookup(const char *name, DistseqDef *def)
+/*
+ * distseq_sequences as names_open() found it last, checked at each use: the
+ * extension may have been dropped and created again, or updated (1.5 moves
+ * the table into schema distseq), since.
+ */
+static Oid	names_relid = InvalidOid;
+static Oid	names_nspid = InvalidOid;
+
+static Relation
+names_open(void)
 {
-	return catalog_lookup(name, def, false);
+	Relation	rel;
+
+	if (OidIsValid(names_relid) &&
+		(rel = try_relation_open(names_relid, AccessShareLock)) != NULL)
+	{
+		if (RelationGetNamespace(rel) == names_nspid &&
+			strcmp(RelationGetRelationName(rel), "distseq_sequences") == 0)
+			return rel;
+		relation_close(rel, AccessShareLock);
+	}
+	names_relid = InvalidOid;
+	rel = table_open(distseq_catalog_relid("distseq_sequences"),
+					 AccessShareLock);
+	names_nspid = RelationGetNamespace(rel);
+	names_relid = RelationGetRelid(rel);
+	return rel;
+}
+
+/* A column of distseq_sequences by name; 0 if this version has none */
+static AttrNumber
+names_column(TupleDesc desc, const char *column)
+{
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+
+		if (!att->attisdropped && strcmp(NameStr(att->attname), column) == 0)
+			return att->attnum;
+	}
+	return InvalidAttrNumber;
+}
+
+static Datum
+names_value(HeapTuple tup, TupleDesc desc, const char *column, Datum absent)
+{
+	AttrNumber	attnum = names_column(desc, column);
+	bool		isnull;
+	Datum		value;
+
+	if (attnum == InvalidAttrNumber)
+		return absent;
+	value = heap_getattr(tup, attnum, desc, &isnull);
+	if (isnull)
+		elog(ERROR, "distseq: null %s in distseq_sequences", column);
+	return value;
 }
 
 /*
@@ -98,11 +142,48 @@ distseq_catalog_lookup(const char *name, DistseqDef *def)
  * repeatable read transaction shows.  distseq_setval() gives a sequence a
  * new generation without a new relation, so a snapshot taken before it
  * committed shows the old one, whose blocks and pools were given up.
+ *
+ * It is read at a backend's first use of each sequence, so it reads the
+ * table through its primary key index (sequence_name) rather than through
+ * SPI, which would cost it a plan's execution and the switch of user and
+ * search_path.  The rights it reads with are the library's own: it names
+ * no object a user could put in its way.
  */
 bool
 distseq_catalog_lookup_latest(const char *name, DistseqDef *def)
 {
-	return catalog_lookup(name, def, true);
+	Relation	rel = names_open();
+	TupleDesc	desc = RelationGetDescr(rel);
+	AttrNumber	nameatt = names_column(desc, "sequence_name");
+	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	bool		found;
+
+	/* compare in the collation the index is ordered by */
+	ScanKeyEntryInitialize(&key, 0, nameatt, BTEqualStrategyNumber,
+						   InvalidOid, TupleDescAttr(desc, nameatt - 1)->attcollation,
+						   F_TEXTEQ, CStringGetTextDatum(name));
+	scan = systable_beginscan(rel, distseq_primary_key(rel), true,
+							  snapshot, 1, &key);
+	tup = systable_getnext(scan);
+	found = HeapTupleIsValid(tup);
+	if (found)
+	{
+		def->relid = DatumGetObjectId(names_value(tup, desc, "seqrel", 0));
+		def->gen = (uint64) DatumGetInt64(names_value(tup, desc, "generation", 0));
+		def->block_size = DatumGetInt32(names_value(tup, desc, "block_size", 0));
+		def->max_value = DatumGetInt64(names_value(tup, desc, "max_value", 0));
+		def->stripes = DatumGetInt32(names_value(tup, desc, "stripes",
+												 Int32GetDatum(1)));
+		def->stripe = DatumGetInt32(names_value(tup, desc, "stripe",
+												Int32GetDatum(0)));
+	}
+	systable_endscan(scan);
+	UnregisterSnapshot(snapshot);
+	table_close(rel, NoLock);
+	return found;
 }
 
 /*

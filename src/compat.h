@@ -108,4 +108,11 @@ distseq_slot_lxid(int slot)
 #define DISTSEQ_RANDOM_FRACTION()	((double) random() / ((double) MAX_RANDOM_VALUE + 1))
 #endif
 
+/* a relation's primary key index; 18 asks whether a deferrable one counts */
+#if PG_VERSION_NUM >= 180000
+#define distseq_primary_key(rel)	RelationGetPrimaryKeyIndex((rel), false)
+#else
+#define distseq_primary_key(rel)	RelationGetPrimaryKeyIndex(rel)
+#endif
+
 #endif							/* DISTSEQ_COMPAT_H */

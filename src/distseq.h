@@ -748,6 +748,7 @@ extern void distseq_unpin_search_path(int level);
 extern void distseq_spi_enter_catalog(DistseqSpiContext *cxt);
 extern void distseq_spi_leave_catalog(DistseqSpiContext *cxt);
 extern DistseqCatalog distseq_catalog(void);
+extern Oid distseq_catalog_relid(const char *relname);
 extern const char *distseq_catalog_schema(void);
 extern const char *distseq_extension_schema(void);
 extern TimeLineID distseq_timeline(void);

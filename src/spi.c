@@ -2,7 +2,8 @@
  *
  * spi.c
  *	  The SPI toolkit every catalog query of distseq goes through: the
- *	  extension's schema and installed version, looked up from pg_extension;
+ *	  extension's schema and installed version, looked up from pg_extension,
+ *	  and the OIDs of its catalog tables;
  *	  a search_path pinned to the catalog, and the bootstrap superuser's
  *	  rights for user backends that read the catalog tables; statements
  *	  run with kept plans (distseq_spi_exec) or once; bigint[] Datums; the
@@ -18,6 +19,7 @@
 #include "postgres.h"
 
 #include "distseq.h"
+#include "compat.h"
 
 #include "access/genam.h"
 #include "access/htup_details.h"
@@ -25,6 +27,7 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/indexing.h"
+#include "catalog/namespace.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_extension.h"
 #include "catalog/pg_type.h"
@@ -92,23 +95,21 @@ distseq_spi_leave_catalog(DistseqSpiContext *cxt)
 }
 
 /*
- * The quoted name of the schema the extension was installed in, and the
- * minor number of the installed version: a newer library must work with the
- * catalog of an older version until ALTER EXTENSION distseq UPDATE.  1.1
- * records where each sequence was created, 1.2 adds striped sequences, 1.3
- * peers, 1.4 membership changes in two phases, 1.5 moves the catalog tables
- * into schema distseq.  The name is looked up from the schema's OID at each
- * call: whoever owns that schema may rename it.
+ * The schema the extension was installed in, and the minor number of the
+ * installed version: a newer library must work with the catalog of an older
+ * version until ALTER EXTENSION distseq UPDATE.  1.1 records where each
+ * sequence was created, 1.2 adds striped sequences, 1.3 peers, 1.4
+ * membership changes in two phases, 1.5 moves the catalog tables into
+ * schema distseq.
  */
-static const char *
-extension_lookup(int *minor)
+static Oid
+extension_namespace(int *minor)
 {
 	Relation	rel;
 	ScanKeyData key;
 	SysScanDesc scan;
 	HeapTuple	tup;
 	Oid			nspid = InvalidOid;
-	char	   *nspname;
 
 	rel = table_open(ExtensionRelationId, AccessShareLock);
 	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber,
@@ -128,13 +129,31 @@ extension_lookup(int *minor)
 	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
+	return nspid;
+}
+
+pg_noreturn static void
+extension_missing(void)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_OBJECT),
+			 errmsg("extension \"distseq\" is not installed in database \"%s\"",
+					get_database_name(MyDatabaseId)),
+			 errhint("Run CREATE EXTENSION distseq.")));
+}
+
+/*
+ * The same as a quoted name.  The name is looked up from the schema's OID
+ * at each call: whoever owns that schema may rename it.
+ */
+static const char *
+extension_lookup(int *minor)
+{
+	Oid			nspid = extension_namespace(minor);
+	char	   *nspname;
 
 	if (!OidIsValid(nspid) || (nspname = get_namespace_name(nspid)) == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("extension \"distseq\" is not installed in database \"%s\"",
-						get_database_name(MyDatabaseId)),
-				 errhint("Run CREATE EXTENSION distseq.")));
+		extension_missing();
 	return quote_identifier(nspname);
 }
 
@@ -164,6 +183,27 @@ distseq_catalog(void)
 	cat.redefine_members = m >= 7;
 	cat.schema = m >= 5 ? "distseq" : schema;
 	return cat;
+}
+
+/*
+ * The OID of one of the catalog tables, for code that reads it without SPI,
+ * found in the same schema as distseq_catalog() names.
+ */
+Oid
+distseq_catalog_relid(const char *relname)
+{
+	int			m = 0;
+	Oid			nspid = extension_namespace(&m);
+	Oid			relid;
+
+	if (!OidIsValid(nspid))
+		extension_missing();
+	if (m >= 5)
+		nspid = get_namespace_oid("distseq", false);
+	relid = get_relname_relid(relname, nspid);
+	if (!OidIsValid(relid))
+		elog(ERROR, "distseq: catalog table %s is missing", relname);
+	return relid;
 }
 
 const char *
