@@ -32,6 +32,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use IPC::Run;
+use Time::HiRes qw(usleep);
 
 my $node = PostgreSQL::Test::Cluster->new('marks_attack');
 $node->init;
@@ -115,13 +116,26 @@ sub locked
 		  AND c.relname ~ '^s[0-9]+\$'});
 }
 
+# Does $sql return $expect within 15 s?  Locks show up at once: waiting
+# longer only slows down a failing run.
+sub soon
+{
+	my ($sql, $expect) = @_;
+	for (1 .. 150)
+	{
+		return 1 if $node->safe_psql('d1', $sql) eq $expect;
+		usleep(100_000);
+	}
+	return 0;
+}
+
 # B starts $sql, which must wait for a lock of kind $kind
 sub b_waits
 {
 	my ($sql, $kind, $what) = @_;
 	$b->query_until(qr/started/, "\\echo started\n$sql\n");
-	ok( $node->poll_query_until(
-			'postgres', qq{SELECT l.locktype FROM pg_locks l
+	ok( soon(
+			qq{SELECT l.locktype FROM pg_locks l
 			WHERE l.pid = $b_pid AND NOT l.granted},
 			$kind),
 		"$what: waits ($kind)");
@@ -175,8 +189,8 @@ b_still_waits('1: drop of s1 while A draws on');
 # a user that comes while the drop waits, with its slot free, waits for it
 $e->query_until(qr/started/,
 	"\\echo started\nBEGIN;\n" . draw(1) . "COMMIT;\n");
-ok( $node->poll_query_until(
-		'd1', qq{SELECT l.locktype FROM pg_locks l
+ok( soon(
+		qq{SELECT l.locktype FROM pg_locks l
 		WHERE l.pid = $e_pid AND NOT l.granted},
 		'relation'),
 	'1: a new user of s1 waits for the drop');
@@ -242,8 +256,8 @@ $a->query_safe('BEGIN;' . draw(2, 1) . "PREPARE TRANSACTION 'p2';");
 $a->query_safe('BEGIN;' . draw(2));
 b_waits(recreate('s2'), 'relation', '3: drop of s2, prepared and in use again');
 $node->safe_psql('d1', "ROLLBACK PREPARED 'p2'");
-ok( $node->poll_query_until(
-		'd1', qq{SELECT l.locktype FROM pg_locks l
+ok( soon(
+		qq{SELECT l.locktype FROM pg_locks l
 		WHERE l.pid = $b_pid AND NOT l.granted},
 		'virtualxid'),
 	'3: then it waits for A\'s own transaction');
@@ -299,8 +313,8 @@ $a->query_safe(draw(7));
 $b->query_safe("SET lock_timeout = '10s';" . recreate('s7'));
 pass('5: a drop here does not wait for a user of the copy');
 $d->query_until(qr/started/, "\\echo started\n" . recreate('s7') . "\n");
-ok( $node->poll_query_until(
-		'postgres', qq{SELECT l.locktype FROM pg_locks l
+ok( soon(
+		qq{SELECT l.locktype FROM pg_locks l
 		WHERE l.pid = $d_pid AND NOT l.granted},
 		'virtualxid'),
 	'5: a drop in the copy waits for its user');
