@@ -8,9 +8,10 @@
 # goes into a UNIQUE column, read before the re-create):
 #
 #  1. one transaction moves through s1 .. s6 with one slot: s1 keeps the
-#     slot to the end, the others are locked, and the drop of s1 waits;
-#     the slot given to another sequence in the next transaction does not
-#     make a drop of s1 wait for nothing;
+#     slot to the end, the others are locked, and the drop of s1 waits; a
+#     user of s1 that comes while it waits, with its slot free, waits for
+#     the drop; the slot given to another sequence in the next transaction
+#     does not make a drop of s1 wait for nothing;
 #  2. SAVEPOINT, ROLLBACK TO, RELEASE and a failed subtransaction after the
 #     lock was taken: the slot and the locks stay;
 #  3. PREPARE TRANSACTION after more sequences than slots: the prepared
@@ -24,7 +25,15 @@
 #  6. a backend terminated, and one killed (crash restart), while holding
 #     its slot: drops go on afterwards;
 #  7. pgbench clients (plain, savepoints, PL/pgSQL, PREPARE) while another
-#     session drops and re-creates the sequences: no value twice.
+#     session drops and re-creates the sequences: no value twice.  (A
+#     PREPARE may fail while a drop waits for its transaction, by design:
+#     that client stops, the others go on.)
+#
+# Seen failing when the rules are broken on purpose: a slot that marks the
+# running transaction given to another sequence (shmem.c) fails 1 and ends
+# in a duplicate key; PREPARE without locking the sequences used through a
+# slot (nextval.c) fails 3; a user that goes on unlocked past a drop that
+# did not see it (inuse.c) fails 1 and 7 (a duplicate key).
 use strict;
 use warnings;
 
@@ -402,7 +411,8 @@ for my $f (sort keys %bench)
 	ok($ok, "7: pgbench $f ended") or diag($@);
 	my $txt = ${ $bench{$f}{out} } . ${ $bench{$f}{err} };
 	my ($n) = $txt =~ /number of transactions actually processed: (\d+)/;
-	ok(defined $n && $n > 0, "7: pgbench $f committed transactions")
+	ok(defined $n && ($n > 0 || $f eq 'prepare'),
+		"7: pgbench $f committed transactions")
 	  or diag($txt);
 	$all .= $txt;
 }
