@@ -397,6 +397,18 @@ catalog_backing_relation(const DistseqCatalog *cat, const char *name, Oid owner)
  * Create a sequence: its backing relation, owned by "owner", its catalog row
  * and its first windows, all in the caller's transaction.
  */
+/* One more column of the catalog row distseq_catalog_create() inserts */
+static void
+row_add(StringInfo cols, StringInfo args, Oid *types, Datum *values, int *n,
+		const char *column, Oid type, const char *cast, Datum value)
+{
+	appendStringInfo(cols, "%s%s", *n > 0 ? ", " : "", column);
+	appendStringInfo(args, "%s$%d%s", *n > 0 ? ", " : "", *n + 1, cast);
+	types[*n] = type;
+	values[*n] = value;
+	(*n)++;
+}
+
 void
 distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 					   int64 window_size, int64 start_value, int64 max_value,
@@ -407,62 +419,71 @@ distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 	DistseqCatalog cat = distseq_catalog();
 	int64		first_slot;
 	int64		last_slot;
-	Oid			types[8] = {TEXTOID, INT8OID, INT8OID, INT4OID, INT8OID,
-	INT4OID, INT8OID, INT8OID};
-	Datum		values[8];
+	StringInfoData cols;
+	StringInfoData args;
+	Oid			types[14];
+	Datum		values[14];
+	int			n = 0;
+	Datum		qname = CStringGetTextDatum(name);
 	Oid			relid;
 	uint64		gen;
 	bool		local;
 
+	if (stripes != 1 && !cat.stripes)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("striped sequences need distseq 1.2"),
+				 errhint("Run ALTER EXTENSION distseq UPDATE.")));
+
 	distseq_spi_enter_catalog(&cxt);
-
-	values[0] = CStringGetTextDatum(name);
 	relid = catalog_backing_relation(&cat, name, owner);
-
 	gen = catalog_new_generation();
-	values[1] = Int64GetDatum((int64) relid);
-	values[2] = Int64GetDatum((int64) gen);
-	values[3] = Int32GetDatum(block_size);
-	values[4] = Int64GetDatum(window_size);
-	values[5] = Int32GetDatum(min_open);
-	values[6] = Int64GetDatum(start_value);
-	values[7] = Int64GetDatum(max_value);
-	distseq_spi_exec(psprintf("INSERT INTO %s.distseq_sequences"
-						  " (sequence_name, seqrel, generation, block_size, window_size,"
-						  " min_open_windows, start_value, max_value)"
-						  " VALUES ($1, $2::oid::regclass, $3, $4, $5, $6, $7, $8)",
-						  cat.schema),
-				 8, types, values, SPI_OK_INSERT);
 
+	/* one INSERT with every column this version has */
+	initStringInfo(&cols);
+	initStringInfo(&args);
+	row_add(&cols, &args, types, values, &n, "sequence_name", TEXTOID, "", qname);
+	row_add(&cols, &args, types, values, &n, "seqrel", INT8OID, "::oid::regclass",
+			Int64GetDatum((int64) relid));
+	row_add(&cols, &args, types, values, &n, "generation", INT8OID, "",
+			Int64GetDatum((int64) gen));
+	row_add(&cols, &args, types, values, &n, "block_size", INT4OID, "",
+			Int32GetDatum(block_size));
+	row_add(&cols, &args, types, values, &n, "window_size", INT8OID, "",
+			Int64GetDatum(window_size));
+	row_add(&cols, &args, types, values, &n, "min_open_windows", INT4OID, "",
+			Int32GetDatum(min_open));
+	row_add(&cols, &args, types, values, &n, "start_value", INT8OID, "",
+			Int64GetDatum(start_value));
+	row_add(&cols, &args, types, values, &n, "max_value", INT8OID, "",
+			Int64GetDatum(max_value));
 	if (stripes != 1)
 	{
-		if (!cat.stripes)
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("striped sequences need distseq 1.2"),
-					 errhint("Run ALTER EXTENSION distseq UPDATE.")));
-		distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences SET stripes = $2, stripe = $3"
-							  " WHERE sequence_name = $1", cat.schema),
-					 3, (Oid[]) {TEXTOID, INT4OID, INT4OID},
-					 (Datum[]) {values[0], Int32GetDatum(stripes), Int32GetDatum(stripe)},
-					 SPI_OK_UPDATE);
+		row_add(&cols, &args, types, values, &n, "stripes", INT4OID, "",
+				Int32GetDatum(stripes));
+		row_add(&cols, &args, types, values, &n, "stripe", INT4OID, "",
+				Int32GetDatum(stripe));
 	}
 	if (cat.origin)
-		distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences"
-							  " SET origin_system = $2, origin_database = $3::oid,"
-							  " origin_relation = $4::oid, origin_timeline = $5"
-							  " WHERE sequence_name = $1", cat.schema),
-					 5, (Oid[]) {TEXTOID, INT8OID, INT8OID, INT8OID, INT8OID},
-					 (Datum[]) {values[0], Int64GetDatum((int64) GetSystemIdentifier()),
-						 Int64GetDatum((int64) MyDatabaseId),
-						 Int64GetDatum((int64) relid),
-						 Int64GetDatum((int64) distseq_timeline())},
-					 SPI_OK_UPDATE);
+	{
+		row_add(&cols, &args, types, values, &n, "origin_system", INT8OID, "",
+				Int64GetDatum((int64) GetSystemIdentifier()));
+		row_add(&cols, &args, types, values, &n, "origin_database", INT8OID, "::oid",
+				Int64GetDatum((int64) MyDatabaseId));
+		row_add(&cols, &args, types, values, &n, "origin_relation", INT8OID, "::oid",
+				Int64GetDatum((int64) relid));
+		row_add(&cols, &args, types, values, &n, "origin_timeline", INT8OID, "",
+				Int64GetDatum((int64) distseq_timeline()));
+	}
+	Assert(n <= lengthof(types));
+	distseq_spi_exec(psprintf("INSERT INTO %s.distseq_sequences (%s) VALUES (%s)",
+							  cat.schema, cols.data, args.data),
+					 n, types, values, SPI_OK_INSERT);
 
 	if (servers != (Datum) 0)
 	{
 		Oid			stypes[2] = {TEXTOID, NAMEARRAYOID};
-		Datum		svalues[2] = {values[0], servers};
+		Datum		svalues[2] = {qname, servers};
 
 		if (!cat.peers)
 			ereport(ERROR,

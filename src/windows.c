@@ -174,18 +174,27 @@ distseq_windows_ensure(const DistseqCatalog *cat, const char *name,
 	open = distseq_spi_int8(0, 1);
 	top = distseq_spi_int8(0, 2);
 
-	while (open < min_open && top <= max_value)
+	/* the windows missing, in one statement */
+	if (open < min_open && top <= max_value)
 	{
-		int64		end = top + distseq_room(top, max_value, window_size);
+		int64	   *starts = palloc(sizeof(int64) * (min_open - open));
+		int64	   *ends = palloc(sizeof(int64) * (min_open - open));
+		int			n = 0;
 
-		values[1] = Int64GetDatum(top);
-		values[2] = Int64GetDatum(end);
+		for (; open < min_open && top <= max_value; open++)
+		{
+			starts[n] = top;
+			top += distseq_room(top, max_value, window_size);
+			ends[n++] = top;
+		}
+		values[1] = distseq_int8_array(starts, n);
+		values[2] = distseq_int8_array(ends, n);
 		distseq_spi_exec(psprintf("INSERT INTO %s.distseq_windows"
-							  " (sequence_name, window_start, window_end, next_hi)"
-							  " VALUES ($1, $2, $3, $2)", schema),
-					 3, types, values, SPI_OK_INSERT);
-		open++;
-		top = end;
+								  " (sequence_name, window_start, window_end, next_hi)"
+								  " SELECT $1, w.s, w.e, w.s"
+								  " FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3)) AS w(s, e)", schema),
+						 3, (Oid[]) {TEXTOID, INT8ARRAYOID, INT8ARRAYOID}, values,
+						 SPI_OK_INSERT);
 		if (stripes == 1)
 			distseq_note_windows(schema, cat->changes);
 	}
