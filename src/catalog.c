@@ -101,8 +101,16 @@ names_open(void)
 		relation_close(rel, AccessShareLock);
 	}
 	names_relid = InvalidOid;
-	rel = table_open(distseq_catalog_relid("distseq_sequences"),
-					 AccessShareLock);
+
+	/*
+	 * Found by name, then locked, as RangeVarGetRelid() does: a DROP
+	 * EXTENSION that we waited for at the lock took the table away, and its
+	 * transaction may have created the extension again.  The lock processed
+	 * its invalidations, so the next look finds the new table.
+	 */
+	while ((rel = try_relation_open(distseq_catalog_relid("distseq_sequences"),
+									AccessShareLock)) == NULL)
+		CHECK_FOR_INTERRUPTS();
 	names_nspid = RelationGetNamespace(rel);
 	names_relid = RelationGetRelid(rel);
 	return rel;
