@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # distseq benchmark: many sequences, many clients.
 #
-#   bash bench/many.sh            # full run (about 6 minutes)
+#   bash bench/many.sh            # full run (about 11 minutes)
 #   bash bench/many.sh --quick    # smoke run (about a minute)
 #
 # Options (after --quick, if any, to override it):
@@ -21,12 +21,17 @@
 # The same draws again in a new session time a backend's first use of
 # each sequence on a warm server.  Then pgbench runs C clients, each
 # transaction drawing one value from a sequence chosen at random among the
-# N: distseq_nextval, nextval of the native ones, and of one single
-# sequence of each kind, in interleaved rounds.  Each pgbench run connects
-# anew, so its clients pay a first use for most sequences they draw from:
-# many ÷ one shows that cost, for native sequences too.  Last, the shared memory distseq
-# allocated (pg_shmem_allocations) and what it comes to per sequence.
-# Results in bench/out/many.csv.
+# N (distseq_nextval('d' || :k), nextval('n' || :k)), and the same
+# statement with k always 1 (one sequence of each kind), in interleaved
+# rounds.  Each pgbench run connects anew, so its clients pay a first use
+# for most sequences they draw from: many ÷ one shows that cost, for native
+# sequences too.  Then the same draws on backends that have used every
+# sequence already, as a pool's long-lived connections have: each client
+# first draws from all N, 20 per transaction, then sets its
+# application_name; once every client has, the median tps per second of the
+# next S seconds counts, in R rounds.
+# Last, the shared memory distseq allocated (pg_shmem_allocations) and what
+# it comes to per sequence.  Results in bench/out/many.csv.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -77,7 +82,7 @@ shared_preload_libraries = 'distseq'
 distseq.max_sequences = $((nseq + 10))"
 bench_start a
 as_pg "$PGBIN/createdb" -h "$work" -p "$port" bench
-psql_a -c "CREATE EXTENSION distseq" -c "SELECT distseq_create('one')" >/dev/null
+psql_a -c "CREATE EXTENSION distseq" >/dev/null
 
 # creation, one statement each in autocommit, as a migration would run them
 create_ms() {	# file
@@ -94,12 +99,31 @@ native_ms=$(create_ms "$work/scripts/native.sql")
 bench_log "creating $nseq distseq sequences"
 distseq_ms=$(create_ms "$work/scripts/distseq.sql")
 
-printf '\\set k random(1, %d)\n' "$nseq" > "$work/scripts/many_distseq.sql"
-cp "$work/scripts/many_distseq.sql" "$work/scripts/many_native.sql"
-echo "SELECT distseq_nextval('d' || :k);" >> "$work/scripts/many_distseq.sql"
-echo "SELECT nextval('n' || :k);" >> "$work/scripts/many_native.sql"
-echo "SELECT distseq_nextval('one');" > "$work/scripts/one_distseq.sql"
-echo "SELECT nextval('n1');" > "$work/scripts/one_native.sql"
+# the same statement for many and one: only the number of sequences differs
+draw_script() {	# file N function prefix
+	printf '\\set k random(1, %d)\nSELECT %s(%s || :k);\n' "$2" "$3" "'$4'" > "$work/scripts/$1.sql"
+}
+draw_script many_distseq "$nseq" distseq_nextval d
+draw_script many_native "$nseq" nextval n
+draw_script one_distseq 1 distseq_nextval d
+draw_script one_native 1 nextval n
+# warm backends: each client first draws from all N, 20 per transaction (a
+# first use locks the sequence until the transaction ends: 100 at once in
+# 200 backends would fill the shared lock table, max_locks_per_transaction)
+warm_chunk=20
+warm_txns=$(( (nseq + warm_chunk - 1) / warm_chunk ))
+warm_script() {	# file function prefix
+	{
+		printf '\\if :warmed < %d\n' "$warm_txns"
+		printf 'SELECT count(%s((%s || g)::text)) FROM generate_series(:warmed * %d + 1, least(:warmed * %d + %d, %d)) g;\n' \
+			"$2" "'$3'" "$warm_chunk" "$warm_chunk" "$warm_chunk" "$nseq"
+		printf '\\set warmed :warmed + 1\n'
+		printf '\\elif :warmed = %d\nSET application_name = %s;\n\\set warmed :warmed + 1\n' "$warm_txns" "'many_warm'"
+		printf '\\else\n\\set k random(1, %d)\nSELECT %s(%s || :k);\n\\endif\n' "$nseq" "$2" "'$3'"
+	} > "$work/scripts/$1.sql"
+}
+warm_script warm_distseq distseq_nextval d
+warm_script warm_native nextval n
 chown -R postgres "$work/scripts" 2>/dev/null || true
 
 raw=$work/many.raw
@@ -144,6 +168,40 @@ for r in $(seq 0 "$rounds"); do
 	done
 done
 
+# Warm backends: once every client has said it is done warming up (its
+# application_name), the next $duration seconds count; then pgbench stops.
+warm_round() {	# kind: prints the median tps per second
+	local res=$work/warm.out t0 now ready= i
+	t0=$(date +%s%N)
+	as_pg "$PGBIN/pgbench" -n -M prepared -h "$work" -p "$port" -c "$clients" -j 2 \
+		-T 1800 -P 1 -D warmed=0 -f "$work/scripts/warm_$1.sql" bench > "$res" 2>&1 &
+	for i in $(seq 1 1800); do
+		sleep 0.5
+		if [ "$(psql_a -At -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'many_warm'")" -ge "$clients" ]; then
+			now=$(date +%s%N)
+			ready=$(( (now - t0) / 1000000000 + 1 ))
+			break
+		fi
+	done
+	[ -n "$ready" ] || { echo "pgbench warm $1: the clients never finished warming up" >&2; exit 1; }
+	sleep $(( duration + 2 ))
+	pkill -INT -f "pgbench .*warm_$1.sql" || true
+	wait
+	! grep -q 'aborted' "$res" || { echo "pgbench warm $1 failed:" >&2; cat "$res" >&2; exit 1; }
+	bench_log "warm backends, $1: every client warm after ${ready}s"
+	awk -v from="$ready" -v to=$(( ready + duration )) \
+		'/^progress: / && $2 + 0 > from && $2 + 0 <= to { print $4 }' "$res" |
+		sort -g | awk '{ v[++n] = $1 } END { if (n) print (n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2) }'
+}
+for r in $(seq 1 "$rounds"); do
+	for v in distseq native; do
+		bench_log "round $r: warm backends, $v"
+		tps=$(warm_round $v)
+		[ -n "$tps" ] || { echo "pgbench warm $v measured nothing" >&2; exit 1; }
+		echo "$r,warm_$v,$tps" >> "$raw"
+	done
+done
+
 in_use=$(psql_a -At -c "SELECT count(*) FROM distseq_status")
 shmem=$(psql_a -At -c "SELECT sum(allocated_size) FROM pg_shmem_allocations WHERE name LIKE 'distseq%'")
 psql_a -At -c "SELECT 1 FROM distseq_status WHERE values_issued < 0" | grep -q . &&
@@ -182,5 +240,7 @@ awk -F, -v n="$nseq" -v c="$clients" '
 		printf "%-58s %10.1f s %9.2fx\n", "first use of each, a new session, server warm (x native)", val["use_distseq"] / 1000, val["use_distseq"] / val["use_native"]
 		printf "%-58s %8.0f tps %9.2fx\n", "distseq_nextval, one sequence (many x one)", val["one_distseq"], val["many_distseq"] / val["one_distseq"]
 		printf "%-58s %8.0f tps %9.2fx\n", "nextval, one native sequence (many x one)", val["one_native"], val["many_native"] / val["one_native"]
+		printf "%-58s %8.0f tps %9.2fx\n", "distseq_nextval, random one, backends warm (x one)", val["warm_distseq"], val["warm_distseq"] / val["one_distseq"]
+		printf "%-58s %8.0f tps %9.2fx\n", "nextval, random one, backends warm (x one)", val["warm_native"], val["warm_native"] / val["one_native"]
 		printf "%-58s %8.1f MB %7.0f B/seq\n", "distseq shared memory, " val["sequences_in_use"] " sequences in use", val["shmem_distseq"] / 1048576, val["shmem_distseq"] / val["sequences_in_use"]
 	}' "$csv"
