@@ -401,10 +401,6 @@ catalog_backing_relation(const DistseqCatalog *cat, const char *name, Oid owner)
 	return get_relname_relid(name, get_namespace_oid("distseq", false));
 }
 
-/*
- * Create a sequence: its backing relation, owned by "owner", its catalog row
- * and its first windows, all in the caller's transaction.
- */
 /* One more column of the catalog row distseq_catalog_create() inserts */
 static void
 row_add(StringInfo cols, StringInfo args, Oid *types, Datum *values, int *n,
@@ -417,6 +413,10 @@ row_add(StringInfo cols, StringInfo args, Oid *types, Datum *values, int *n,
 	(*n)++;
 }
 
+/*
+ * Create a sequence: its backing relation, owned by "owner", its catalog row
+ * and its first windows, all in the caller's transaction.
+ */
 void
 distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 					   int64 window_size, int64 start_value, int64 max_value,
