@@ -138,16 +138,21 @@ sub soon
 	return 0;
 }
 
+# Does backend $pid wait for a lock of kind $kind within 15 s?
+sub waiting_for
+{
+	my ($pid, $kind) = @_;
+	return soon(
+		qq{SELECT l.locktype FROM pg_locks l
+		WHERE l.pid = $pid AND NOT l.granted}, $kind);
+}
+
 # B starts $sql, which must wait for a lock of kind $kind
 sub b_waits
 {
 	my ($sql, $kind, $what) = @_;
 	$b->query_until(qr/started/, "\\echo started\n$sql\n");
-	ok( soon(
-			qq{SELECT l.locktype FROM pg_locks l
-			WHERE l.pid = $b_pid AND NOT l.granted},
-			$kind),
-		"$what: waits ($kind)");
+	ok(waiting_for($b_pid, $kind), "$what: waits ($kind)");
 }
 
 # B is still waiting
@@ -198,10 +203,7 @@ b_still_waits('1: drop of s1 while A draws on');
 # a user that comes while the drop waits, with its slot free, waits for it
 $e->query_until(qr/started/,
 	"\\echo started\nBEGIN;\n" . draw(1) . "COMMIT;\n");
-ok( soon(
-		qq{SELECT l.locktype FROM pg_locks l
-		WHERE l.pid = $e_pid AND NOT l.granted},
-		'relation'),
+ok(waiting_for($e_pid, 'relation'),
 	'1: a new user of s1 waits for the drop');
 $a->query_safe('COMMIT');
 b_done('1: drop of s1');
@@ -265,10 +267,7 @@ $a->query_safe('BEGIN;' . draw(2, 1) . "PREPARE TRANSACTION 'p2';");
 $a->query_safe('BEGIN;' . draw(2));
 b_waits(recreate('s2'), 'relation', '3: drop of s2, prepared and in use again');
 $node->safe_psql('d1', "ROLLBACK PREPARED 'p2'");
-ok( soon(
-		qq{SELECT l.locktype FROM pg_locks l
-		WHERE l.pid = $b_pid AND NOT l.granted},
-		'virtualxid'),
+ok(waiting_for($b_pid, 'virtualxid'),
 	'3: then it waits for A\'s own transaction');
 $a->query_safe(draw(1));
 b_still_waits('3: drop of s2');
@@ -322,10 +321,7 @@ $a->query_safe(draw(7));
 $b->query_safe("SET lock_timeout = '10s';" . recreate('s7'));
 pass('5: a drop here does not wait for a user of the copy');
 $d->query_until(qr/started/, "\\echo started\n" . recreate('s7') . "\n");
-ok( soon(
-		qq{SELECT l.locktype FROM pg_locks l
-		WHERE l.pid = $d_pid AND NOT l.granted},
-		'virtualxid'),
+ok(waiting_for($d_pid, 'virtualxid'),
 	'5: a drop in the copy waits for its user');
 $c->query_safe('COMMIT');
 $d->query_safe('SELECT 1');
