@@ -183,6 +183,7 @@ typedef struct DistseqSeq
 	TimestampTz last_refill;	/* when the last refill was published */
 	double		rate;			/* values per second, smoothed over refills */
 	bool		refill_pending; /* a refill is requested or in flight */
+	bool		refill_waited;	/* a backend waits for it: served first */
 	bool		exhausted;		/* no value is left to reserve */
 	bool		accounted;		/* crash losses counted since start */
 	uint8		park_state;		/* DISTSEQ_PARK_*, see shmem.c */
@@ -369,6 +370,8 @@ typedef struct DistseqShared
 {
 	LWLock	   *lock;
 	pg_atomic_uint64 clock;		/* ticks at every chunk cut: LRU order */
+	pg_atomic_uint32 refill_waits;	/* ticks when a backend begins to wait
+									 * for a refill (refill.c) */
 	ConditionVariable entry_cv; /* broadcast when an entry is parked */
 	DistseqDbWorker *workers;	/* max_worker_processes of them */
 	DistseqSeq *seqs;			/* max_sequences of them */
