@@ -791,6 +791,23 @@ typedef struct DistseqWindowsSeq
 extern bool distseq_windows_ensure(const DistseqCatalog *cat, const char *name,
 								   int32 stripes, int64 window_size, int64 min_open,
 								   int64 start_value, int64 max_value);
+
+/* The first windows of a sequence, cut before its catalog row is inserted */
+typedef struct DistseqFirstWindows
+{
+	int			n;
+	int64	   *starts;
+	int64	   *ends;
+	int64		top;			/* the end of the last, or the first slot */
+} DistseqFirstWindows;
+
+extern bool distseq_windows_first(const DistseqCatalog *cat, int32 stripes,
+								  int64 window_size, int64 min_open,
+								  int64 first_slot, int64 last_slot,
+								  DistseqFirstWindows *w);
+extern void distseq_windows_first_insert(const DistseqCatalog *cat,
+										 const char *name, int32 stripes,
+										 DistseqFirstWindows *w);
 extern DistseqRange distseq_windows_reserve(const DistseqWindowsSeq *seq,
 											int64 count, int64 *skipped);
 extern DistseqRange distseq_catalog_reserve(Oid relid, uint64 gen, int64 count,
