@@ -281,13 +281,14 @@ distseq_windows_first_insert(const DistseqCatalog *cat, const char *name,
  * LOCKED lets a concurrent reserver take the next window.
  */
 static DistseqRange
-windows_take(const char *schema, const char *name, int64 count)
+windows_take(const char *schema, const char *name, int64 count, bool *closed)
 {
 	Oid			types[3] = {TEXTOID, INT8OID, INT8OID};
 	Datum		values[3];
 	DistseqRange r = {0, 0};
 	int64		end;
 
+	*closed = false;
 	values[0] = CStringGetTextDatum(name);
 	if (distseq_spi_exec(psprintf("SELECT window_start, next_hi, window_end"
 							  " FROM %s.distseq_windows"
@@ -308,7 +309,8 @@ windows_take(const char *schema, const char *name, int64 count)
 				 3, types, values, SPI_OK_UPDATE);
 
 	/* it closed the window: merge the run of closed windows it ends */
-	if (r.hi == end)
+	*closed = r.hi == end;
+	if (*closed)
 		distseq_spi_exec(psprintf("WITH run AS (SELECT window_start FROM %s.distseq_windows"
 								  "  WHERE sequence_name = $1 AND window_start <= $2"
 								  "  AND window_start > COALESCE((SELECT max(window_start)"
@@ -392,14 +394,15 @@ windows_rejoin(const DistseqCatalog *cat, const char *name, int64 window_size,
  * KEY UPDATE.  A catalog restored or moved here
  * rejoins before it serves anyone (*skipped: the values it skipped, 0
  * otherwise); then at least min_open_windows windows are kept open before
- * and after the reservation, which may have closed one.  Returns an empty
- * range when no window is open.
+ * the reservation, and after it if it closed one.  Returns an empty range
+ * when no window is open.
  */
 DistseqRange
 distseq_windows_reserve(const DistseqWindowsSeq *seq, int64 count,
 						int64 *skipped)
 {
 	DistseqRange r;
+	bool		closed;
 
 	*skipped = 0;
 	if (seq->moved)
@@ -408,9 +411,9 @@ distseq_windows_reserve(const DistseqWindowsSeq *seq, int64 count,
 								  seq->first, seq->last);
 	distseq_windows_ensure(&seq->cat, seq->name, seq->stripes,
 						   seq->window_size, seq->min_open, seq->first, seq->last);
-	r = windows_take(seq->cat.schema, seq->name, count);
-	/* the reservation may have closed a window: open the next one */
-	if (RANGE_SIZE(r) > 0)
+	r = windows_take(seq->cat.schema, seq->name, count, &closed);
+	/* it closed a window: open the next one */
+	if (closed)
 		distseq_windows_ensure(&seq->cat, seq->name, seq->stripes,
 							   seq->window_size, seq->min_open, seq->first,
 							   seq->last);
