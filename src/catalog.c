@@ -429,13 +429,14 @@ distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 	int64		last_slot;
 	StringInfoData cols;
 	StringInfoData args;
-	Oid			types[14];
-	Datum		values[14];
+	Oid			types[15];
+	Datum		values[15];
 	int			n = 0;
 	Datum		qname = CStringGetTextDatum(name);
 	Oid			relid;
 	uint64		gen;
-	bool		local;
+	DistseqFirstWindows w = {0};
+	bool		local = false;
 
 	if (stripes != 1 && !cat.stripes)
 		ereport(ERROR,
@@ -446,6 +447,10 @@ distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 	distseq_spi_enter_catalog(&cxt);
 	relid = catalog_backing_relation(&cat, name, owner);
 	gen = catalog_new_generation();
+	distseq_slots(start_value, max_value, stripes, stripe, &first_slot, &last_slot);
+	if (servers == (Datum) 0)
+		local = distseq_windows_first(&cat, stripes, window_size, min_open,
+									  first_slot, last_slot, &w);
 
 	/* one INSERT with every column this version has */
 	initStringInfo(&cols);
@@ -483,6 +488,10 @@ distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 		row_add(&cols, &args, types, values, &n, "origin_timeline", INT8OID, "",
 				Int64GetDatum((int64) distseq_timeline()));
 	}
+	/* a majority of one: this node's mark is the top of its windows */
+	if (local && cat.peers)
+		row_add(&cols, &args, types, values, &n, "hwm", INT8OID, "",
+				Int64GetDatum(w.top));
 	Assert(n <= lengthof(types));
 	distseq_spi_exec(psprintf("INSERT INTO %s.distseq_sequences (%s) VALUES (%s)",
 							  cat.schema, cols.data, args.data),
@@ -506,9 +515,7 @@ distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 		distseq_created_note(relid, gen, 0, -1, false);
 		return;
 	}
-	distseq_slots(start_value, max_value, stripes, stripe, &first_slot, &last_slot);
-	local = distseq_windows_ensure(&cat, name, stripes, window_size,
-								   min_open, first_slot, last_slot);
+	distseq_windows_first_insert(&cat, name, stripes, &w);
 	distseq_spi_leave_catalog(&cxt);
 	distseq_created_note(relid, gen, first_slot, last_slot, local);
 }

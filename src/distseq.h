@@ -183,6 +183,7 @@ typedef struct DistseqSeq
 	TimestampTz last_refill;	/* when the last refill was published */
 	double		rate;			/* values per second, smoothed over refills */
 	bool		refill_pending; /* a refill is requested or in flight */
+	bool		refill_waited;	/* a backend waits for it: served first */
 	bool		exhausted;		/* no value is left to reserve */
 	bool		accounted;		/* crash losses counted since start */
 	uint8		park_state;		/* DISTSEQ_PARK_*, see shmem.c */
@@ -369,6 +370,8 @@ typedef struct DistseqShared
 {
 	LWLock	   *lock;
 	pg_atomic_uint64 clock;		/* ticks at every chunk cut: LRU order */
+	pg_atomic_uint32 refill_waits;	/* ticks when a backend begins to wait
+									 * for a refill (refill.c) */
 	ConditionVariable entry_cv; /* broadcast when an entry is parked */
 	DistseqDbWorker *workers;	/* max_worker_processes of them */
 	DistseqSeq *seqs;			/* max_sequences of them */
@@ -788,6 +791,23 @@ typedef struct DistseqWindowsSeq
 extern bool distseq_windows_ensure(const DistseqCatalog *cat, const char *name,
 								   int32 stripes, int64 window_size, int64 min_open,
 								   int64 start_value, int64 max_value);
+
+/* The first windows of a sequence, cut before its catalog row is inserted */
+typedef struct DistseqFirstWindows
+{
+	int			n;
+	int64	   *starts;
+	int64	   *ends;
+	int64		top;			/* the end of the last, or the first slot */
+} DistseqFirstWindows;
+
+extern bool distseq_windows_first(const DistseqCatalog *cat, int32 stripes,
+								  int64 window_size, int64 min_open,
+								  int64 first_slot, int64 last_slot,
+								  DistseqFirstWindows *w);
+extern void distseq_windows_first_insert(const DistseqCatalog *cat,
+										 const char *name, int32 stripes,
+										 DistseqFirstWindows *w);
 extern DistseqRange distseq_windows_reserve(const DistseqWindowsSeq *seq,
 											int64 count, int64 *skipped);
 extern DistseqRange distseq_catalog_reserve(Oid relid, uint64 gen, int64 count,

@@ -403,8 +403,14 @@ pool_next_chunk(DistseqSeq *seq, uint64 incarnation, uint64 number,
 			pool_failed_error(seq);
 		/* counted when it starts: a cancelled wait counts too */
 		if (!sleeping)
+		{
 			seq->waits++;
+			seq->refill_waited = true;
+		}
 		LWLockRelease(seq->lock);
+		/* the worker serves waited refills first (refill.c) */
+		if (!sleeping)
+			pg_atomic_fetch_add_u32(&Distseq->refill_waits, 1);
 
 		if (wake || sleeping)
 			distseq_worker_wake(seq->dboid);

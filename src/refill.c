@@ -102,6 +102,7 @@ refill_failed(DistseqSeq *seq, uint64 gen, const char *message,
 	{
 		distseq_pool_failed(seq, m, d);
 		seq->refill_pending = false;
+		seq->refill_waited = false;
 	}
 	LWLockRelease(seq->lock);
 	ConditionVariableBroadcast(&seq->cv);
@@ -316,6 +317,7 @@ refill_publish(DistseqSeq *seq, Oid relid, uint64 gen, bool account,
 		seq->refills++;
 		seq->exhausted = RANGE_SIZE(r) == 0;
 		seq->refill_pending = false;
+		seq->refill_waited = false;
 	}
 	LWLockRelease(seq->lock);
 	ConditionVariableBroadcast(&seq->cv);
@@ -537,8 +539,54 @@ refill_maybe_run_agent(void)
 		(void) refill_agent_pass(NULL, NULL);
 }
 
+/* Refill an entry if its refill is pending here and not put off */
+static void
+refill_if_pending(DistseqSeq *seq)
+{
+	bool		pending;
+
+	if (!seq->refill_pending || seq->dboid != MyDatabaseId ||
+		pg_atomic_read_u64(&seq->gen) == 0)
+		return;
+	/* the one waiting on a peer, and those put off meanwhile */
+	if (seq == distseq_sources_waiting() || list_member_ptr(remote_deferred, seq))
+		return;
+	LWLockAcquire(seq->lock, LW_SHARED);
+	pending = pg_atomic_read_u64(&seq->gen) != 0 &&
+		seq->dboid == MyDatabaseId && seq->refill_pending;
+	LWLockRelease(seq->lock);
+	if (pending)
+		refill_sequence(seq);
+}
+
 /*
- * Serve every refill requested for this database.
+ * If a backend began to wait for a refill since we last looked, serve the
+ * refills that backends wait for.  Most refills are asked for ahead of need;
+ * with thousands of sequences asking at once, a hot one that ran dry would
+ * otherwise wait for all of those before it -- longer than
+ * distseq.refill_timeout.  A backend sets refill_waited under seq->lock,
+ * then ticks the count, so reading the count first shows the flag.
+ */
+static void
+refill_serve_waited(void)
+{
+	static uint32 waits_seen = 0;
+	uint32		waits = pg_atomic_read_u32(&Distseq->refill_waits);
+
+	if (waits == waits_seen)
+		return;
+	waits_seen = waits;
+	pg_read_barrier();
+	for (int i = 0; i < distseq_max_sequences; i++)
+	{
+		if (Distseq->seqs[i].refill_waited)
+			refill_if_pending(&Distseq->seqs[i]);
+	}
+}
+
+/*
+ * Serve every refill requested for this database, those that backends wait
+ * for first, before each of the others.
  *
  * Entries are looked at without their lock first, so that a wake costs a
  * pass over the table, not a lock per entry.  A request this misses is
@@ -554,21 +602,8 @@ distseq_refill_serve(void)
 {
 	for (int i = 0; i < distseq_max_sequences; i++)
 	{
-		DistseqSeq *seq = &Distseq->seqs[i];
-		bool		pending;
-
-		if (!seq->refill_pending || seq->dboid != MyDatabaseId ||
-			pg_atomic_read_u64(&seq->gen) == 0)
-			continue;
-		/* the one waiting on a peer, and those put off meanwhile */
-		if (seq == distseq_sources_waiting() || list_member_ptr(remote_deferred, seq))
-			continue;
-		LWLockAcquire(seq->lock, LW_SHARED);
-		pending = pg_atomic_read_u64(&seq->gen) != 0 &&
-			seq->dboid == MyDatabaseId && seq->refill_pending;
-		LWLockRelease(seq->lock);
-		if (pending)
-			refill_sequence(seq);
+		refill_serve_waited();
+		refill_if_pending(&Distseq->seqs[i]);
 	}
 }
 

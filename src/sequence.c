@@ -114,11 +114,12 @@ report_skipping(const char *name)
 }
 
 /*
- * Create the sequence in a subtransaction.  A creation of the same name in
- * a transaction that was under way when ours looked makes ours wait on the
- * unique index of the names, and fail there when that transaction commits:
- * then the sequence that transaction made is found, and ours skips or
- * reports it like any other that exists.  Returns whether it created one.
+ * Create the sequence in a subtransaction.  A name in the catalog already
+ * fails the creation's first check (distseq_catalog_create); a creation of
+ * the same name in a transaction that was under way when ours looked makes
+ * ours wait on the unique index of the names, and fail there when that
+ * transaction commits.  Either way the sequence is then found, and ours
+ * skips or reports it.  Returns whether it created one.
  */
 static bool
 create_or_find(const char *name, Oid seqowner, bool if_not_exists,
@@ -155,8 +156,13 @@ create_or_find(const char *name, Oid seqowner, bool if_not_exists,
 	if (edata == NULL)
 		return true;
 
-	/* in read committed, the lookup sees what the winner committed */
-	if (edata->sqlerrcode != ERRCODE_UNIQUE_VIOLATION ||
+	/*
+	 * The name was in the catalog already, or (unique violation) a
+	 * concurrent creation of it committed: in read committed, the lookup
+	 * sees what the winner committed.
+	 */
+	if ((edata->sqlerrcode != ERRCODE_DUPLICATE_OBJECT &&
+		 edata->sqlerrcode != ERRCODE_UNIQUE_VIOLATION) ||
 		!distseq_catalog_lookup(name, &def))
 		ReThrowError(edata);
 	if (!if_not_exists)
@@ -178,7 +184,6 @@ create_sequence(const char *name, Oid owner, bool if_not_exists,
 {
 	int64		first;
 	int64		last;
-	DistseqDef	def;
 
 	distseq_check_name(name);
 	check_positive(block_size, "block_size");
@@ -219,13 +224,6 @@ create_sequence(const char *name, Oid owner, bool if_not_exists,
 	if (servers != (Datum) 0)
 		check_servers(DatumGetArrayTypeP(servers), stripes, owner);
 
-	if (distseq_catalog_lookup(name, &def))
-	{
-		if (!if_not_exists)
-			report_exists(name);
-		report_skipping(name);
-		return false;
-	}
 	return create_or_find(name, owner, if_not_exists, block_size,
 						  window_size, start_value, max_value, min_open,
 						  stripes, stripe, servers);

@@ -161,6 +161,7 @@ distseq_shmem_startup(void)
 		for (int i = 0; i < DISTSEQ_FAILURES; i++)
 			Distseq->failure_ring[i].index = -1;
 		pg_atomic_init_u64(&Distseq->clock, 1);
+		pg_atomic_init_u32(&Distseq->refill_waits, 0);
 		ConditionVariableInit(&Distseq->entry_cv);
 		for (int i = 0; i < max_worker_processes; i++)
 			ConditionVariableInit(&Distseq->workers[i].agent_cv);
@@ -324,6 +325,7 @@ seq_setup_locked(DistseqSeq *seq, Oid relid, uint64 gen, const char *name,
 	seq->last_refill = 0;
 	seq->rate = 0;
 	seq->refill_pending = false;
+	seq->refill_waited = false;
 	seq->exhausted = false;
 	seq->accounted = false;
 	seq->park_state = DISTSEQ_PARK_ACTIVE;

@@ -283,7 +283,7 @@ distseq_check_writable(const char *funcname)
  * for any query.  Plans are never freed: one may be running further up the
  * stack.
  */
-#define SPI_PLAN_MAX_ARGS	14
+#define SPI_PLAN_MAX_ARGS	15
 #define SPI_PLANS_MAX		256
 
 typedef struct SpiPlanKey

@@ -133,6 +133,58 @@ windows_top(const char *schema)
 }
 
 /*
+ * Does this node make the windows of a sequence itself?  With peers,
+ * windows of the sequences the agent keeps come only from its majority
+ * protocol.  The share lock on the node row, and the note made when
+ * windows are made, order this against a join (change.c).
+ */
+static bool
+windows_made_here(const DistseqCatalog *cat, int32 stripes)
+{
+	return !(cat->peers && distseq_has_peers(cat->schema) && stripes == 1);
+}
+
+/*
+ * Cut windows from *top up, until there are "want" of them or max_value is
+ * passed, into new arrays; *top moves to the end of the last.
+ */
+static int
+windows_cut(int64 *top, int64 max_value, int64 window_size, int64 want,
+			int64 **starts, int64 **ends)
+{
+	int			n = 0;
+
+	*starts = palloc(sizeof(int64) * Max(want, 1));
+	*ends = palloc(sizeof(int64) * Max(want, 1));
+	for (; n < want && *top <= max_value; n++)
+	{
+		(*starts)[n] = *top;
+		*top += distseq_room(*top, max_value, window_size);
+		(*ends)[n] = *top;
+	}
+	return n;
+}
+
+/* Insert windows, in one statement, and note that they were made here */
+static void
+windows_insert(const DistseqCatalog *cat, const char *name, int32 stripes,
+			   int64 *starts, int64 *ends, int n)
+{
+	distseq_spi_exec(psprintf("INSERT INTO %s.distseq_windows"
+							  " (sequence_name, window_start, window_end, next_hi)"
+							  " SELECT $1, w.s, w.e, w.s"
+							  " FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3)) AS w(s, e)",
+							  cat->schema),
+					 3, (Oid[]) {TEXTOID, INT8ARRAYOID, INT8ARRAYOID},
+					 (Datum[]) {CStringGetTextDatum(name),
+						 distseq_int8_array(starts, n),
+					 distseq_int8_array(ends, n)},
+					 SPI_OK_INSERT);
+	if (stripes == 1)
+		distseq_note_windows(cat->schema, cat->changes);
+}
+
+/*
  * Keep at least min_open_windows open windows, each new one above the
  * highest window the sequence ever had.  Needs an SPI connection.  Returns
  * false when windows are not made here but by the agent's majority protocol.
@@ -143,17 +195,12 @@ distseq_windows_ensure(const DistseqCatalog *cat, const char *name,
 					   int64 start_value, int64 max_value)
 {
 	const char *schema = cat->schema;
-	Oid			types[3] = {TEXTOID, INT8OID, INT8OID};
-	Datum		values[3];
+	Oid			types[2] = {TEXTOID, INT8OID};
+	Datum		values[2];
 	int64		open;
 	int64		top;
 
-	/*
-	 * With peers, windows of the sequences the agent keeps come only from
-	 * its majority protocol.  The share lock on the node row, and the note
-	 * made below, order this against a join (change.c).
-	 */
-	if (cat->peers && distseq_has_peers(schema) && stripes == 1)
+	if (!windows_made_here(cat, stripes))
 		return false;
 
 	values[0] = CStringGetTextDatum(name);
@@ -175,28 +222,16 @@ distseq_windows_ensure(const DistseqCatalog *cat, const char *name,
 	top = distseq_spi_int8(0, 2);
 
 	/* the windows missing, in one statement */
-	if (open < min_open && top <= max_value)
+	if (open < min_open)
 	{
-		int64	   *starts = palloc(sizeof(int64) * (min_open - open));
-		int64	   *ends = palloc(sizeof(int64) * (min_open - open));
-		int			n = 0;
+		int64	   *starts;
+		int64	   *ends;
+		int			n;
 
-		for (; open < min_open && top <= max_value; open++)
-		{
-			starts[n] = top;
-			top += distseq_room(top, max_value, window_size);
-			ends[n++] = top;
-		}
-		values[1] = distseq_int8_array(starts, n);
-		values[2] = distseq_int8_array(ends, n);
-		distseq_spi_exec(psprintf("INSERT INTO %s.distseq_windows"
-								  " (sequence_name, window_start, window_end, next_hi)"
-								  " SELECT $1, w.s, w.e, w.s"
-								  " FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3)) AS w(s, e)", schema),
-						 3, (Oid[]) {TEXTOID, INT8ARRAYOID, INT8ARRAYOID}, values,
-						 SPI_OK_INSERT);
-		if (stripes == 1)
-			distseq_note_windows(schema, cat->changes);
+		n = windows_cut(&top, max_value, window_size, min_open - open,
+						&starts, &ends);
+		if (n > 0)
+			windows_insert(cat, name, stripes, starts, ends, n);
 	}
 	/* a majority of one: this node's mark is the top */
 	if (cat->peers)
@@ -211,18 +246,49 @@ distseq_windows_ensure(const DistseqCatalog *cat, const char *name,
 }
 
 /*
+ * The first windows of a sequence being created, from first_slot up: what
+ * distseq_windows_ensure makes for a sequence with no windows and no mark,
+ * cut before its catalog row is inserted so that the row carries its mark
+ * (w->top) from the start; distseq_windows_first_insert() inserts them once
+ * the row is in.  Returns false, with none cut, when the agent's majority
+ * protocol makes them.  Needs an SPI connection.
+ */
+bool
+distseq_windows_first(const DistseqCatalog *cat, int32 stripes,
+					  int64 window_size, int64 min_open, int64 first_slot,
+					  int64 last_slot, DistseqFirstWindows *w)
+{
+	w->n = 0;
+	w->top = first_slot;
+	if (!windows_made_here(cat, stripes))
+		return false;
+	w->n = windows_cut(&w->top, last_slot, window_size, min_open,
+					   &w->starts, &w->ends);
+	return true;
+}
+
+void
+distseq_windows_first_insert(const DistseqCatalog *cat, const char *name,
+							 int32 stripes, DistseqFirstWindows *w)
+{
+	if (w->n > 0)
+		windows_insert(cat, name, stripes, w->starts, w->ends, w->n);
+}
+
+/*
  * Advance next_hi of the first open window by at most "count" slots and
  * return what was taken; an empty range when no window is open.  SKIP
  * LOCKED lets a concurrent reserver take the next window.
  */
 static DistseqRange
-windows_take(const char *schema, const char *name, int64 count)
+windows_take(const char *schema, const char *name, int64 count, bool *closed)
 {
 	Oid			types[3] = {TEXTOID, INT8OID, INT8OID};
 	Datum		values[3];
 	DistseqRange r = {0, 0};
 	int64		end;
 
+	*closed = false;
 	values[0] = CStringGetTextDatum(name);
 	if (distseq_spi_exec(psprintf("SELECT window_start, next_hi, window_end"
 							  " FROM %s.distseq_windows"
@@ -243,7 +309,8 @@ windows_take(const char *schema, const char *name, int64 count)
 				 3, types, values, SPI_OK_UPDATE);
 
 	/* it closed the window: merge the run of closed windows it ends */
-	if (r.hi == end)
+	*closed = r.hi == end;
+	if (*closed)
 		distseq_spi_exec(psprintf("WITH run AS (SELECT window_start FROM %s.distseq_windows"
 								  "  WHERE sequence_name = $1 AND window_start <= $2"
 								  "  AND window_start > COALESCE((SELECT max(window_start)"
@@ -327,14 +394,15 @@ windows_rejoin(const DistseqCatalog *cat, const char *name, int64 window_size,
  * KEY UPDATE.  A catalog restored or moved here
  * rejoins before it serves anyone (*skipped: the values it skipped, 0
  * otherwise); then at least min_open_windows windows are kept open before
- * and after the reservation, which may have closed one.  Returns an empty
- * range when no window is open.
+ * the reservation, and after it if it closed one.  Returns an empty range
+ * when no window is open.
  */
 DistseqRange
 distseq_windows_reserve(const DistseqWindowsSeq *seq, int64 count,
 						int64 *skipped)
 {
 	DistseqRange r;
+	bool		closed;
 
 	*skipped = 0;
 	if (seq->moved)
@@ -343,9 +411,9 @@ distseq_windows_reserve(const DistseqWindowsSeq *seq, int64 count,
 								  seq->first, seq->last);
 	distseq_windows_ensure(&seq->cat, seq->name, seq->stripes,
 						   seq->window_size, seq->min_open, seq->first, seq->last);
-	r = windows_take(seq->cat.schema, seq->name, count);
-	/* the reservation may have closed a window: open the next one */
-	if (RANGE_SIZE(r) > 0)
+	r = windows_take(seq->cat.schema, seq->name, count, &closed);
+	/* it closed a window: open the next one */
+	if (closed)
 		distseq_windows_ensure(&seq->cat, seq->name, seq->stripes,
 							   seq->window_size, seq->min_open, seq->first,
 							   seq->last);
