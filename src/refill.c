@@ -21,7 +21,8 @@
  * on it, it serves the refills of the database's other sequences from
  * their own windows (distseq_refill_between_steps), and puts off those
  * that would call a server or the agent until the call ends, so one remote
- * call at most is in flight.
+ * call at most is in flight.  Between the steps of an agent pass, it
+ * serves the refills that backends wait for, and one other.
  *
  * A value is always either in shared memory or unreserved in the catalog,
  * never both: segments are committed before they are published.
@@ -55,12 +56,15 @@ static bool in_agent_pass = false;	/* refills are served between its steps */
 static bool serving_meanwhile = false;	/* serving while it waits */
 static List *remote_deferred = NIL; /* refills put off meanwhile */
 static bool serve_again = false;	/* some were put off: serve before sleeping */
+static int	between_next = 0;	/* entry to serve next between agent steps */
 
 static TimestampTz last_work = 0;	/* when the last refill began */
 static bool has_peers = true;	/* the agent has work on a timer */
 
 static bool refill_agent_pass(const char *focus, ErrorData **focus_error);
 static void refill_defer(DistseqSeq *seq);
+static bool refill_if_pending(DistseqSeq *seq);
+static void refill_serve_waited(bool always);
 
 /*
  * Did the synchronous standbys acknowledge our last commit?  A cancel
@@ -482,6 +486,11 @@ refill_agent_pass(const char *focus, ErrorData **focus_error)
  * others, and those that would need an agent pass, are put off until it
  * ends (refill_defer), so at most one remote call is in flight and no
  * connection is used twice at once.
+ *
+ * Between the steps of an agent pass, the refills that backends wait for
+ * are served, and one other, each step the next in entry order: a whole
+ * pass here would make a waited refill that started the agent pass, to
+ * open its windows, wait for every other pending refill (TAP 085).
  */
 void
 distseq_refill_between_steps(void)
@@ -505,7 +514,21 @@ distseq_refill_between_steps(void)
 		pgstat_report_activity(STATE_RUNNING, "distseq remote refill");
 	}
 	else if (in_agent_pass)
-		distseq_refill_serve();
+	{
+		refill_serve_waited(true);
+		for (int n = 0; n < distseq_max_sequences; n++)
+		{
+			DistseqSeq *seq = &Distseq->seqs[between_next];
+
+			between_next = (between_next + 1) % distseq_max_sequences;
+			if (refill_if_pending(seq))
+			{
+				/* others may be left: serve them after the pass */
+				serve_again = true;
+				break;
+			}
+		}
+	}
 	MemoryContextSwitchTo(oldcxt);
 }
 
@@ -539,41 +562,46 @@ refill_maybe_run_agent(void)
 		(void) refill_agent_pass(NULL, NULL);
 }
 
-/* Refill an entry if its refill is pending here and not put off */
-static void
+/*
+ * Refill an entry if its refill is pending here and not put off.  Returns
+ * whether it tried.
+ */
+static bool
 refill_if_pending(DistseqSeq *seq)
 {
 	bool		pending;
 
 	if (!seq->refill_pending || seq->dboid != MyDatabaseId ||
 		pg_atomic_read_u64(&seq->gen) == 0)
-		return;
+		return false;
 	/* the one waiting on a peer, and those put off meanwhile */
 	if (seq == distseq_sources_waiting() || list_member_ptr(remote_deferred, seq))
-		return;
+		return false;
 	LWLockAcquire(seq->lock, LW_SHARED);
 	pending = pg_atomic_read_u64(&seq->gen) != 0 &&
 		seq->dboid == MyDatabaseId && seq->refill_pending;
 	LWLockRelease(seq->lock);
 	if (pending)
 		refill_sequence(seq);
+	return pending;
 }
 
 /*
- * If a backend began to wait for a refill since we last looked, serve the
- * refills that backends wait for.  Most refills are asked for ahead of need;
- * with thousands of sequences asking at once, a hot one that ran dry would
- * otherwise wait for all of those before it -- longer than
- * distseq.refill_timeout.  A backend sets refill_waited under seq->lock,
- * then ticks the count, so reading the count first shows the flag.
+ * If a backend began to wait for a refill since we last looked, or
+ * "always", serve the refills that backends wait for.  Most refills are
+ * asked for ahead of need; with thousands of sequences asking at once, a
+ * hot one that ran dry would otherwise wait for all of those before it --
+ * longer than distseq.refill_timeout.  A backend sets refill_waited under
+ * seq->lock, then ticks the count, so reading the count first shows the
+ * flag.
  */
 static void
-refill_serve_waited(void)
+refill_serve_waited(bool always)
 {
 	static uint32 waits_seen = 0;
 	uint32		waits = pg_atomic_read_u32(&Distseq->refill_waits);
 
-	if (waits == waits_seen)
+	if (waits == waits_seen && !always)
 		return;
 	waits_seen = waits;
 	pg_read_barrier();
@@ -602,7 +630,7 @@ distseq_refill_serve(void)
 {
 	for (int i = 0; i < distseq_max_sequences; i++)
 	{
-		refill_serve_waited();
+		refill_serve_waited(false);
 		refill_if_pending(&Distseq->seqs[i]);
 	}
 }

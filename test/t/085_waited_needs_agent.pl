@@ -1,0 +1,94 @@
+# A refill that a backend waits for goes first (refill.c) also when, on a
+# node with peers, the sequence has no open window left, so that its
+# refill starts an agent pass.  Between the steps of that pass the worker
+# served every other pending refill in entry order (a whole pass of
+# distseq_refill_serve), so the waited one, served only once the pass had
+# opened its window, waited for all those before it: here 30 queued slow
+# refills (30 of 30 done meanwhile, 6 s, before the fix; 1 of 30 after).
+# Now only the refills that backends wait for are served between the steps.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use DistseqPeers;
+
+my $ncold = 30;
+my %node;
+# no agent pass on a timer: only the one a refill needs
+$node{a} = peer_node('needs_agent_a', conf => "distseq.agent_interval = '1h'
+distseq.max_sequences = 100
+distseq.prefetch_threshold = 100
+distseq.refill_timeout = '300s'
+");
+$node{b} = peer_node('needs_agent_b');
+peer_group(\%node, 'a', 'b');
+my $a = $node{a};
+
+# cold ones first: their entries come before hot's
+$a->safe_psql('postgres', qq{
+	SELECT distseq_create('c' || g, block_size => 10, window_size => 100000)
+	FROM generate_series(1, $ncold) g;
+	SELECT distseq_create('hot', block_size => 10, window_size => 100,
+		min_open_windows => 1);
+	SELECT count(*) FROM distseq_maintain();
+	SELECT count(distseq_nextval('c' || g)) FROM generate_series(1, $ncold) g;
+	SELECT distseq_nextval('hot');
+});
+ok( $a->poll_query_until(
+		'postgres', qq{
+	SELECT count(*) = $ncold + 1 FROM distseq_status
+	WHERE prefetch_start IS NOT NULL}),
+	'every sequence has its next segment');
+
+$a->safe_psql('postgres', q{
+	CREATE FUNCTION slow_refill() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN
+		PERFORM pg_sleep(0.2);
+		RETURN NEW;
+	END $$;
+	CREATE TRIGGER slow_refill BEFORE UPDATE ON distseq.distseq_windows
+		FOR EACH ROW WHEN (NEW.sequence_name ~ '^c[0-9]')
+		EXECUTE FUNCTION slow_refill();
+});
+
+sub cold_refills
+{
+	return $a->safe_psql('postgres',
+		"SELECT sum(refills) FROM distseq_status WHERE sequence_name ~ '^c[0-9]'");
+}
+
+my $start = cold_refills();
+$a->safe_psql('postgres', qq{
+	DO \$\$
+	BEGIN
+		FOR k IN 1 .. $ncold LOOP
+			PERFORM count(distseq_nextval('c' || k)) FROM generate_series(1, 150);
+		END LOOP;
+	END \$\$});
+
+# hot's windows hold 100 values each: drawing 500 runs it dry, and its
+# refills need windows the agent opens
+my $hot_waits = q{SELECT waits FROM distseq_status WHERE sequence_name = 'hot'};
+my $waits_before = $a->safe_psql('postgres', $hot_waits);
+is( $a->safe_psql(
+		'postgres', q{
+	SELECT count(DISTINCT v) FROM (
+		SELECT distseq_nextval('hot') v FROM generate_series(1, 500)) d}),
+	'500',
+	'500 distinct values from the hot sequence');
+my $done = cold_refills() - $start;
+my $waits = $a->safe_psql('postgres', $hot_waits) - $waits_before;
+cmp_ok($waits, '>=', 1, "the hot sequence's backend waited ($waits times)");
+cmp_ok($done, '<=', 3 + 2 * $waits,
+	"its refills are served before the queued cold ones ($done of $ncold done)");
+ok( $a->poll_query_until(
+		'postgres', qq{
+	SELECT sum(refills) >= $start + $ncold FROM distseq_status
+	WHERE sequence_name ~ '^c[0-9]'}),
+	'every queued cold refill is served');
+
+$_->stop for values %node;
+done_testing();
