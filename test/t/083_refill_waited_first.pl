@@ -17,6 +17,9 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use FindBin;
+use lib $FindBin::RealBin;
+use DistseqPeers;
 
 my $ncold = 30;
 my $node = PostgreSQL::Test::Cluster->new('waited');
@@ -49,84 +52,39 @@ ok( $node->poll_query_until(
 	'every sequence drawn from has its next segment');
 
 # a refill of a cold sequence takes 0.2 s from now on
-$node->safe_psql(
-	'postgres', q{
-	CREATE FUNCTION slow_refill() RETURNS trigger LANGUAGE plpgsql AS $$
-	BEGIN
-		PERFORM pg_sleep(0.2);
-		RETURN NEW;
-	END $$;
-	CREATE TRIGGER slow_refill BEFORE UPDATE ON distseq.distseq_windows
-		FOR EACH ROW WHEN (NEW.sequence_name ~ '^[ab][0-9]')
-		EXECUTE FUNCTION slow_refill();
-});
-
-sub cold_refills
-{
-	my ($p) = @_;
-	return $node->safe_psql('postgres',
-		"SELECT sum(refills) FROM distseq_status WHERE sequence_name ~ '^${p}[0-9]'"
-	);
-}
-
-# Queue a refill of each cold sequence of a group: draw 150 values from each,
-# the rest of its first segment (90), then into the prefetched one (200),
-# which asks for the next segment ahead of need -- without waiting for it.
-# Returns the group's count of refills before.
-sub queue_cold
-{
-	my ($p) = @_;
-	my $start = cold_refills($p);
-
-	$node->safe_psql(
-		'postgres', qq{
-	DO \$\$
-	BEGIN
-		FOR k IN 1 .. $ncold LOOP
-			PERFORM count(distseq_nextval('$p' || k)) FROM generate_series(1, 150);
-		END LOOP;
-	END \$\$});
-	return $start;
-}
+slow_refills($node, '^[ab][0-9]');
 
 # a first draw waits for the sequence's first refill
-my $start = queue_cold('a');
+my $start = queue_refills($node, 'a', $ncold);
 is($node->safe_psql('postgres', "SELECT distseq_nextval('first')"),
 	'1', 'first draw of a new sequence');
-my $done = cold_refills('a') - $start;
+my $done = refills_of($node, 'a') - $start;
 cmp_ok($done, '<=', 3,
 	"a first draw is served before the queued cold refills ($done of $ncold done)"
 );
-ok( $node->poll_query_until(
-		'postgres', qq{
-	SELECT sum(refills) >= $start + $ncold FROM distseq_status
-	WHERE sequence_name ~ '^a[0-9]'}),
+ok(refilled($node, 'a', $start + $ncold),
 	'every queued cold refill is served');
 
 # the hot one drawn dry: 500 values are more than its pool holds, so its
 # backend waits for refills, each of which must go first
 my $hot_waits = q{SELECT waits FROM distseq_status WHERE sequence_name = 'hot'};
 my $waits_before = $node->safe_psql('postgres', $hot_waits);
-$start = queue_cold('b');
+$start = queue_refills($node, 'b', $ncold);
 is( $node->safe_psql(
 		'postgres', q{
 	SELECT count(DISTINCT v) FROM (
 		SELECT distseq_nextval('hot') v FROM generate_series(1, 500)) d}),
 	'500',
 	'500 distinct values from the hot sequence');
-$done = cold_refills('b') - $start;
+$done = refills_of($node, 'b') - $start;
 my $waits = $node->safe_psql('postgres', $hot_waits) - $waits_before;
 cmp_ok($waits, '>=', 1, "the hot sequence's backend waited ($waits times)");
 cmp_ok($done, '<=', 3 + 2 * $waits,
 	"its refills are served before the queued cold ones ($done of $ncold done)"
 );
-ok( $node->poll_query_until(
-		'postgres', qq{
-	SELECT sum(refills) >= $start + $ncold FROM distseq_status
-	WHERE sequence_name ~ '^b[0-9]'}),
+ok(refilled($node, 'b', $start + $ncold),
 	'every queued cold refill is served');
 
-# the worker writes the pools back at shutdown: not slowly
-$node->safe_psql('postgres', 'DROP TRIGGER slow_refill ON distseq.distseq_windows');
+fast_refills($node);
 $node->stop;
 done_testing();

@@ -14,7 +14,7 @@ use Time::HiRes qw(time);
 
 our @EXPORT =
   qw(peer_node peer_server peer_group tcp_proxy window_log logged_windows
-  window_overlaps);
+  window_overlaps slow_refills fast_refills refills_of queue_refills refilled);
 
 # A started node with distseq preloaded and installed, listening on
 # 127.0.0.1 with trust for loopback connections (and "hba" lines first);
@@ -116,6 +116,80 @@ sub logged_windows
 		}
 	}
 	return @w;
+}
+
+# Make each refill of the sequences whose names match $regex 0.2 s slower
+# (a trigger on the worker's UPDATE of distseq_windows), to queue them.
+sub slow_refills
+{
+	my ($node, $regex) = @_;
+
+	$node->safe_psql(
+		'postgres', qq{
+	CREATE FUNCTION slow_refill() RETURNS trigger LANGUAGE plpgsql AS \$\$
+	BEGIN
+		PERFORM pg_sleep(0.2);
+		RETURN NEW;
+	END \$\$;
+	CREATE TRIGGER slow_refill BEFORE UPDATE ON distseq.distseq_windows
+		FOR EACH ROW WHEN (NEW.sequence_name ~ '$regex')
+		EXECUTE FUNCTION slow_refill();
+});
+	return;
+}
+
+# Undo slow_refills before the node stops: the worker writes its pools back
+# to distseq_windows at shutdown.
+sub fast_refills
+{
+	my ($node) = @_;
+
+	$node->safe_psql('postgres',
+		'DROP TRIGGER slow_refill ON distseq.distseq_windows');
+	return;
+}
+
+# The refills made so far of the sequences named $prefix followed by digits
+sub refills_of
+{
+	my ($node, $prefix) = @_;
+
+	return $node->safe_psql('postgres',
+		"SELECT sum(refills) FROM distseq_status WHERE sequence_name ~ '^${prefix}[0-9]'"
+	);
+}
+
+# Wait until refills_of reaches $count; returns whether it did
+sub refilled
+{
+	my ($node, $prefix, $count) = @_;
+
+	return $node->poll_query_until(
+		'postgres', qq{
+	SELECT sum(refills) >= $count FROM distseq_status
+	WHERE sequence_name ~ '^${prefix}[0-9]'});
+}
+
+# Make sequences $prefix . 1 .. $n each ask for a refill ahead of need,
+# without waiting for it; returns refills_of before.  Each must have
+# block_size 10, have been drawn from once and have its next segment, with
+# distseq.prefetch_threshold = 100: 150 values are the rest of its first
+# segment (90), then some of the prefetched one (200), whose first chunks
+# leave less than a segment.
+sub queue_refills
+{
+	my ($node, $prefix, $n) = @_;
+	my $before = refills_of($node, $prefix);
+
+	$node->safe_psql(
+		'postgres', qq{
+	DO \$\$
+	BEGIN
+		FOR k IN 1 .. $n LOOP
+			PERFORM count(distseq_nextval('$prefix' || k)) FROM generate_series(1, 150);
+		END LOOP;
+	END \$\$});
+	return $before;
 }
 
 # The pairs of intervals [start, end, tag] that overlap.
