@@ -170,16 +170,18 @@ static void
 windows_insert(const DistseqCatalog *cat, const char *name, int32 stripes,
 			   int64 *starts, int64 *ends, int n)
 {
+	Oid			types[3] = {TEXTOID, INT8ARRAYOID, INT8ARRAYOID};
+	Datum		values[3];
+
+	values[0] = CStringGetTextDatum(name);
+	values[1] = distseq_int8_array(starts, n);
+	values[2] = distseq_int8_array(ends, n);
 	distseq_spi_exec(psprintf("INSERT INTO %s.distseq_windows"
 							  " (sequence_name, window_start, window_end, next_hi)"
 							  " SELECT $1, w.s, w.e, w.s"
 							  " FROM ROWS FROM (pg_catalog.unnest($2), pg_catalog.unnest($3)) AS w(s, e)",
 							  cat->schema),
-					 3, (Oid[]) {TEXTOID, INT8ARRAYOID, INT8ARRAYOID},
-					 (Datum[]) {CStringGetTextDatum(name),
-						 distseq_int8_array(starts, n),
-					 distseq_int8_array(ends, n)},
-					 SPI_OK_INSERT);
+					 3, types, values, SPI_OK_INSERT);
 	if (stripes == 1)
 		distseq_note_windows(cat->schema, cat->changes);
 }
@@ -277,8 +279,9 @@ distseq_windows_first_insert(const DistseqCatalog *cat, const char *name,
 
 /*
  * Advance next_hi of the first open window by at most "count" slots and
- * return what was taken; an empty range when no window is open.  SKIP
- * LOCKED lets a concurrent reserver take the next window.
+ * return what was taken; an empty range when no window is open.  *closed
+ * says whether it took the window's last slot.  SKIP LOCKED lets a
+ * concurrent reserver take the next window.
  */
 static DistseqRange
 windows_take(const char *schema, const char *name, int64 count, bool *closed)
