@@ -40,6 +40,22 @@ SELECT distseq_nextval('tiny');
 SELECT distseq_nextval('tiny');
 SELECT open_windows, window_values_left FROM distseq_status WHERE sequence_name = 'tiny';
 
+-- a refill that closes a window opens the next one in the same transaction:
+-- every segment (at least 2 blocks) takes a whole window here, so after each
+-- refill, however many the worker has done ahead, min_open_windows are open
+-- above one merged closed row
+SELECT distseq_create('closing', block_size => 5, window_size => 10,
+                      min_open_windows => 2);
+SELECT distseq_nextval('closing');
+SELECT count(*) FILTER (WHERE next_hi < window_end) AS open,
+       count(*) FILTER (WHERE next_hi = window_end) AS closed
+FROM distseq.distseq_windows WHERE sequence_name = 'closing';
+SELECT count(distseq_nextval('closing')) FROM generate_series(1, 40);
+SELECT count(*) FILTER (WHERE next_hi < window_end) AS open,
+       count(*) FILTER (WHERE next_hi = window_end) AS closed
+FROM distseq.distseq_windows WHERE sequence_name = 'closing';
+SELECT distseq_drop('closing');
+
 -- drop and re-create under the same name: nothing cached for the old one is used
 SELECT distseq_nextval('tickets');
 SELECT distseq_drop('tickets');

@@ -67,23 +67,7 @@ ok(refilled($node, 'a', $start + $ncold),
 
 # the hot one drawn dry: 500 values are more than its pool holds, so its
 # backend waits for refills, each of which must go first
-my $hot_waits = q{SELECT waits FROM distseq_status WHERE sequence_name = 'hot'};
-my $waits_before = $node->safe_psql('postgres', $hot_waits);
-$start = queue_refills($node, 'b', $ncold);
-is( $node->safe_psql(
-		'postgres', q{
-	SELECT count(DISTINCT v) FROM (
-		SELECT distseq_nextval('hot') v FROM generate_series(1, 500)) d}),
-	'500',
-	'500 distinct values from the hot sequence');
-$done = refills_of($node, 'b') - $start;
-my $waits = $node->safe_psql('postgres', $hot_waits) - $waits_before;
-cmp_ok($waits, '>=', 1, "the hot sequence's backend waited ($waits times)");
-cmp_ok($done, '<=', 3 + 2 * $waits,
-	"its refills are served before the queued cold ones ($done of $ncold done)"
-);
-ok(refilled($node, 'b', $start + $ncold),
-	'every queued cold refill is served');
+hot_served_first($node, 'b', $ncold);
 
 fast_refills($node);
 $node->stop;

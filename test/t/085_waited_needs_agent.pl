@@ -44,24 +44,10 @@ ok( $a->poll_query_until(
 	'every sequence has its next segment');
 
 slow_refills($a, '^c[0-9]');
-my $start = queue_refills($a, 'c', $ncold);
 
 # hot's windows hold 100 values each: drawing 500 runs it dry, and its
 # refills need windows the agent opens
-my $hot_waits = q{SELECT waits FROM distseq_status WHERE sequence_name = 'hot'};
-my $waits_before = $a->safe_psql('postgres', $hot_waits);
-is( $a->safe_psql(
-		'postgres', q{
-	SELECT count(DISTINCT v) FROM (
-		SELECT distseq_nextval('hot') v FROM generate_series(1, 500)) d}),
-	'500',
-	'500 distinct values from the hot sequence');
-my $done = refills_of($a, 'c') - $start;
-my $waits = $a->safe_psql('postgres', $hot_waits) - $waits_before;
-cmp_ok($waits, '>=', 1, "the hot sequence's backend waited ($waits times)");
-cmp_ok($done, '<=', 3 + 2 * $waits,
-	"its refills are served before the queued cold ones ($done of $ncold done)");
-ok(refilled($a, 'c', $start + $ncold), 'every queued cold refill is served');
+hot_served_first($a, 'c', $ncold);
 
 fast_refills($a);
 $_->stop for values %node;

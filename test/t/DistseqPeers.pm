@@ -10,11 +10,13 @@ use IO::Select;
 use IO::Socket::INET;
 use POSIX ();
 use Socket qw(SOL_SOCKET SO_RCVBUF);
+use Test::More;
 use Time::HiRes qw(time);
 
 our @EXPORT =
   qw(peer_node peer_server peer_group tcp_proxy window_log logged_windows
-  window_overlaps slow_refills fast_refills refills_of queue_refills refilled);
+  window_overlaps slow_refills fast_refills refills_of queue_refills refilled
+  hot_served_first);
 
 # A started node with distseq preloaded and installed, listening on
 # 127.0.0.1 with trust for loopback connections (and "hba" lines first);
@@ -190,6 +192,37 @@ sub queue_refills
 		END LOOP;
 	END \$\$});
 	return $before;
+}
+
+# Queue the refills of $prefix . 1 .. $n (queue_refills), then draw 500
+# values from the sequence 'hot', more than its pool holds: its backend
+# waits for refills, which must be served before the queued ones.  Checks
+# that the values are distinct, that the backend waited, that at most 3 +
+# 2 per wait of the queued refills were done meanwhile (nothing is timed),
+# and that every queued one is served in the end.
+sub hot_served_first
+{
+	my ($node, $prefix, $n) = @_;
+	my $hot_waits =
+	  q{SELECT waits FROM distseq_status WHERE sequence_name = 'hot'};
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+
+	my $start = queue_refills($node, $prefix, $n);
+	my $waits_before = $node->safe_psql('postgres', $hot_waits);
+	is( $node->safe_psql(
+			'postgres', q{
+	SELECT count(DISTINCT v) FROM (
+		SELECT distseq_nextval('hot') v FROM generate_series(1, 500)) d}),
+		'500',
+		'500 distinct values from the hot sequence');
+	my $done = refills_of($node, $prefix) - $start;
+	my $waits = $node->safe_psql('postgres', $hot_waits) - $waits_before;
+	cmp_ok($waits, '>=', 1, "the hot sequence's backend waited ($waits times)");
+	cmp_ok($done, '<=', 3 + 2 * $waits,
+		"its refills are served before the queued cold ones ($done of $n done)");
+	ok(refilled($node, $prefix, $start + $n),
+		'every queued cold refill is served');
+	return;
 }
 
 # The pairs of intervals [start, end, tag] that overlap.
