@@ -34,6 +34,7 @@
 #include "access/htup_details.h"
 #include "access/relation.h"
 #include "access/table.h"
+#include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -377,6 +378,8 @@ static Oid
 catalog_backing_relation(const DistseqCatalog *cat, const char *name, Oid owner)
 {
 	const char *qname = quote_identifier(name);
+	Oid			relid;
+	DistseqDef	def;
 
 	if (distseq_spi_exec(psprintf("SELECT 1 FROM %s.distseq_sequences WHERE sequence_name = $1",
 							  cat->schema),
@@ -385,8 +388,21 @@ catalog_backing_relation(const DistseqCatalog *cat, const char *name, Oid owner)
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_OBJECT),
 				 errmsg("distseq sequence \"%s\" already exists", name)));
+	relid = get_relname_relid(name, get_namespace_oid("distseq", false));
+
+	/*
+	 * A sequence that a transaction this snapshot does not see created:
+	 * repeatable read can neither see nor make it, as INSERT ... ON
+	 * CONFLICT cannot.
+	 */
+	if (OidIsValid(relid) && IsolationUsesXactSnapshot() &&
+		distseq_catalog_lookup_latest(name, &def) && def.relid == relid)
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("could not serialize access due to concurrent creation of distseq sequence \"%s\"", name),
+				 errhint("The transaction might succeed if retried.")));
 	/* from 1.5 on the catalog's tables and indexes live there too */
-	if (OidIsValid(get_relname_relid(name, get_namespace_oid("distseq", false))))
+	if (OidIsValid(relid))
 		ereport(ERROR,
 				(errcode(ERRCODE_RESERVED_NAME),
 				 errmsg("distseq sequence name \"%s\" is reserved", name),

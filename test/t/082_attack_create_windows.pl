@@ -7,7 +7,9 @@
 #   no more than min_open_windows of them (up to 1,000);
 # - every value from start_value to max_value is drawn once, then the
 #   sequence reports its maximum;
-# - the row carries stripes, stripe and the origin columns.
+# - the row carries stripes, stripe and the origin columns, and its
+#   high-water mark is the top of its first windows from the start (in
+#   slots), before any refill.
 use strict;
 use warnings;
 
@@ -60,6 +62,8 @@ my @out = grep { $_ ne '' } split(
 				WHERE datname = current_database()),
 			origin_relation = seqrel::oid, origin_timeline
 		 FROM distseq.distseq_sequences WHERE sequence_name = 'striped';
+		 SELECT string_agg(sequence_name || ':' || hwm, ',' ORDER BY sequence_name)
+		 FROM distseq.distseq_sequences;
 		 COMMIT;"));
 
 is( $out[0],
@@ -72,6 +76,8 @@ is($out[3], '1000|1|10001|t|0',
 	'min_open_windows 1000 makes 1,000 contiguous windows');
 is($out[4], '3|2|t|t|t|1',
 	'the catalog row has the stripes and the origin columns');
+is($out[5], 'edge:9223372036854775807,few:11,many:10001,striped:7',
+	'the catalog row carries the top of the first windows as its mark');
 
 # every value once, then the maximum
 foreach my $case (['edge', 7, ($top - 6) . "|$top|7"], ['striped', 7, '2|20|7'])
