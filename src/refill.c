@@ -134,7 +134,7 @@ refill_adapt_segment(DistseqSeq *seq)
 								block * DISTSEQ_SEGMENT_MAX_BLOCKS);
 	else if (lasted_ms > (long) distseq_segment_lifetime * 4)
 		seq->segment_size = Max(seq->segment_size / 2,
-								block * DISTSEQ_SEGMENT_MIN_BLOCKS);
+								block * DISTSEQ_SEGMENT_BLOCKS);
 }
 
 /*
