@@ -69,8 +69,8 @@
  * and halves, down to the floor, when it lasted more than four times that,
  * so hot sequences refill rarely.  The floor keeps the refills of many slow
  * sequences few, each one a transaction of the worker's; what a crash loses
- * of a slow sequence is what its pool holds, less than a segment and a half
- * with the default distseq.prefetch_threshold.
+ * of a slow sequence is what its pool holds, at most a segment and a half
+ * plus a block with the default distseq.prefetch_threshold.
  */
 #define DISTSEQ_SEGMENT_BLOCKS		10
 #define DISTSEQ_SEGMENT_MAX_BLOCKS	1024
