@@ -18,10 +18,9 @@
 #
 # Windows are small so that refills close them often: on a lone server,
 # sequence 'solo' (block_size 10, window_size 20: every refill takes and
-# closes one window, with distseq.segment_lifetime = 1ms keeping segments
-# at two blocks); on three servers in one group, sequence 'g' (block_size
-# 10, window_size 100), whose windows the agents open by majority, with
-# distseq.agent_interval = 200ms.  One session draws the values of solo
+# closes one window, a segment being at least 10 blocks); on three servers
+# in one group, sequence 'g' (block_size 10, window_size 100), whose
+# windows the agents open by majority, with distseq.agent_interval = 200ms.  One session draws the values of solo
 # while one per group server draws those of g, one server after the other
 # (at once, three agents racing for windows this small can fail a refill
 # with "could not win a window ... in 5 tries"), then each server runs

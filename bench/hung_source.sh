@@ -10,8 +10,8 @@
 # Two throwaway servers as the postgres OS user under /tmp: S holds
 # sequence "far"; D draws "far" only from S (servers => ARRAY['src']) and
 # has "near" of its own, refilled as often as it can be
-# (distseq.segment_lifetime = 1ms, block_size 1: a refill every two
-# values), so that every stall of D's worker shows.  Each round runs
+# (distseq.segment_lifetime = 1ms, block_size 1: a refill every ten
+# values, the segment's floor), so that every stall of D's worker shows.  Each round runs
 # pgbench on "near" for S seconds twice: once with S running and no one
 # drawing "far" ("alone"), once with S stopped by SIGSTOP (connections hang:
 # the kernel accepts them, nobody answers) while two sessions draw "far"

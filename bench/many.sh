@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # distseq benchmark: many sequences, many clients.
 #
-#   bash bench/many.sh            # full run (about 11 minutes)
+#   bash bench/many.sh            # full run (about 18 minutes)
 #   bash bench/many.sh --quick    # smoke run (about a minute)
 #
 # Options (after --quick, if any, to override it):
@@ -29,7 +29,9 @@
 # sequence already, as a pool's long-lived connections have: each client
 # first draws from all N, 20 per transaction, then sets its
 # application_name; once every client has, the median tps per second of the
-# next S seconds counts, in R rounds.
+# next S seconds counts, in R rounds.  Warm many ÷ one compares those draws
+# with the same warmed-up backends drawing from one sequence (k always 1),
+# measured the same way, so that only the number of sequences differs.
 # Last, the shared memory distseq allocated (pg_shmem_allocations) and what
 # it comes to per sequence.  Results in bench/out/many.csv.
 set -euo pipefail
@@ -112,18 +114,20 @@ draw_script one_native 1 nextval n
 # 200 backends would fill the shared lock table, max_locks_per_transaction)
 warm_chunk=20
 warm_txns=$(( (nseq + warm_chunk - 1) / warm_chunk ))
-warm_script() {	# file function prefix
+warm_script() {	# file function prefix sequences-drawn-after
 	{
 		printf '\\if :warmed < %d\n' "$warm_txns"
 		printf 'SELECT count(%s((%s || g)::text)) FROM generate_series(:warmed * %d + 1, least(:warmed * %d + %d, %d)) g;\n' \
 			"$2" "'$3'" "$warm_chunk" "$warm_chunk" "$warm_chunk" "$nseq"
 		printf '\\set warmed :warmed + 1\n'
 		printf '\\elif :warmed = %d\nSET application_name = %s;\n\\set warmed :warmed + 1\n' "$warm_txns" "'many_warm'"
-		printf '\\else\n\\set k random(1, %d)\nSELECT %s(%s || :k);\n\\endif\n' "$nseq" "$2" "'$3'"
+		printf '\\else\n\\set k random(1, %d)\nSELECT %s(%s || :k);\n\\endif\n' "$4" "$2" "'$3'"
 	} > "$work/scripts/$1.sql"
 }
-warm_script warm_distseq distseq_nextval d
-warm_script warm_native nextval n
+warm_script warm_distseq distseq_nextval d "$nseq"
+warm_script warm_native nextval n "$nseq"
+warm_script wone_distseq distseq_nextval d 1
+warm_script wone_native nextval n 1
 chown -R postgres "$work/scripts" 2>/dev/null || true
 
 raw=$work/many.raw
@@ -174,7 +178,7 @@ warm_round() {	# kind: prints the median tps per second
 	local res=$work/warm.out t0 now ready= i
 	t0=$(date +%s%N)
 	as_pg "$PGBIN/pgbench" -n -M prepared -h "$work" -p "$port" -c "$clients" -j 2 \
-		-T 1800 -P 1 -D warmed=0 -f "$work/scripts/warm_$1.sql" bench > "$res" 2>&1 &
+		-T 1800 -P 1 -D warmed=0 -f "$work/scripts/$1.sql" bench > "$res" 2>&1 &
 	for i in $(seq 1 1800); do
 		sleep 0.5
 		if [ "$(psql_a -At -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'many_warm'")" -ge "$clients" ]; then
@@ -183,22 +187,22 @@ warm_round() {	# kind: prints the median tps per second
 			break
 		fi
 	done
-	[ -n "$ready" ] || { echo "pgbench warm $1: the clients never finished warming up" >&2; exit 1; }
+	[ -n "$ready" ] || { echo "pgbench $1: the clients never finished warming up" >&2; exit 1; }
 	sleep $(( duration + 2 ))
-	pkill -INT -f "pgbench .*warm_$1.sql" || true
+	pkill -INT -f "pgbench .*/$1.sql" || true
 	wait
-	! grep -q 'aborted' "$res" || { echo "pgbench warm $1 failed:" >&2; cat "$res" >&2; exit 1; }
-	bench_log "warm backends, $1: every client warm after ${ready}s"
+	! grep -q 'aborted' "$res" || { echo "pgbench $1 failed:" >&2; cat "$res" >&2; exit 1; }
+	bench_log "$1: every client warm after ${ready}s"
 	awk -v from="$ready" -v to=$(( ready + duration )) \
 		'/^progress: / && $2 + 0 > from && $2 + 0 <= to { print $4 }' "$res" |
 		sort -g | awk '{ v[++n] = $1 } END { if (n) print (n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2) }'
 }
 for r in $(seq 1 "$rounds"); do
-	for v in distseq native; do
+	for v in warm_distseq wone_distseq warm_native wone_native; do
 		bench_log "round $r: warm backends, $v"
 		tps=$(warm_round $v)
-		[ -n "$tps" ] || { echo "pgbench warm $v measured nothing" >&2; exit 1; }
-		echo "$r,warm_$v,$tps" >> "$raw"
+		[ -n "$tps" ] || { echo "pgbench $v measured nothing" >&2; exit 1; }
+		echo "$r,$v,$tps" >> "$raw"
 	done
 done
 
@@ -240,7 +244,9 @@ awk -F, -v n="$nseq" -v c="$clients" '
 		printf "%-58s %10.1f s %9.2fx\n", "first use of each, a new session, server warm (x native)", val["use_distseq"] / 1000, val["use_distseq"] / val["use_native"]
 		printf "%-58s %8.0f tps %9.2fx\n", "distseq_nextval, one sequence (many x one)", val["one_distseq"], val["many_distseq"] / val["one_distseq"]
 		printf "%-58s %8.0f tps %9.2fx\n", "nextval, one native sequence (many x one)", val["one_native"], val["many_native"] / val["one_native"]
-		printf "%-58s %8.0f tps %9.2fx\n", "distseq_nextval, random one, backends warm (x one)", val["warm_distseq"], val["warm_distseq"] / val["one_distseq"]
-		printf "%-58s %8.0f tps %9.2fx\n", "nextval, random one, backends warm (x one)", val["warm_native"], val["warm_native"] / val["one_native"]
+		printf "%-58s %8.0f tps %9.2fx\n", "distseq_nextval, random one, backends warm (x one)", val["warm_distseq"], val["warm_distseq"] / val["wone_distseq"]
+		printf "%-58s %8.0f tps\n", "distseq_nextval, one sequence, backends warm", val["wone_distseq"]
+		printf "%-58s %8.0f tps %9.2fx\n", "nextval, random one, backends warm (x one)", val["warm_native"], val["warm_native"] / val["wone_native"]
+		printf "%-58s %8.0f tps\n", "nextval, one native sequence, backends warm", val["wone_native"]
 		printf "%-58s %8.1f MB %7.0f B/seq\n", "distseq shared memory, " val["sequences_in_use"] " sequences in use", val["shmem_distseq"] / 1048576, val["shmem_distseq"] / val["sequences_in_use"]
 	}' "$csv"

@@ -41,7 +41,7 @@ SELECT distseq_nextval('tiny');
 SELECT open_windows, window_values_left FROM distseq_status WHERE sequence_name = 'tiny';
 
 -- a refill that closes a window opens the next one in the same transaction:
--- every segment (at least 2 blocks) takes a whole window here, so after each
+-- every segment (at least 10 blocks) takes a whole window here, so after each
 -- refill, however many the worker has done ahead, min_open_windows are open
 -- above one merged closed row
 SELECT distseq_create('closing', block_size => 5, window_size => 10,

@@ -63,14 +63,16 @@
 #define DISTSEQ_POOL_MAX_RANGES	(DISTSEQ_MAX_FRAGMENTS + 3)
 
 /*
- * A segment -- what one refill reserves -- starts at this many blocks and
- * adapts to demand between the bounds: it doubles when the last one lasted
- * less than a quarter of distseq.segment_lifetime and halves when it lasted
- * more than four times that, so hot sequences refill rarely and cold ones
- * leave little behind in a crash.
+ * A segment -- what one refill reserves -- starts at this many blocks, its
+ * floor, and adapts to demand up to DISTSEQ_SEGMENT_MAX_BLOCKS: it doubles
+ * when the last one lasted less than a quarter of distseq.segment_lifetime
+ * and halves, down to the floor, when it lasted more than four times that,
+ * so hot sequences refill rarely.  The floor keeps the refills of many slow
+ * sequences few, each one a transaction of the worker's; what a crash loses
+ * of a slow sequence is what its pool holds, at most a segment and a half
+ * plus a block with the default distseq.prefetch_threshold.
  */
 #define DISTSEQ_SEGMENT_BLOCKS		10
-#define DISTSEQ_SEGMENT_MIN_BLOCKS	2
 #define DISTSEQ_SEGMENT_MAX_BLOCKS	1024
 
 /* A half-open range of values [lo, hi) */

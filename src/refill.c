@@ -22,7 +22,9 @@
  * their own windows (distseq_refill_between_steps), and puts off those
  * that would call a server or the agent until the call ends, so one remote
  * call at most is in flight.  Between the steps of an agent pass, it
- * serves the refills that backends wait for, and one other.
+ * serves the refills that backends wait for, and one other -- also the
+ * refill that runs the pass, once the pass has opened its window, which
+ * then reserves nothing more after the pass.
  *
  * A value is always either in shared memory or unreserved in the catalog,
  * never both: segments are committed before they are published.
@@ -134,7 +136,7 @@ refill_adapt_segment(DistseqSeq *seq)
 								block * DISTSEQ_SEGMENT_MAX_BLOCKS);
 	else if (lasted_ms > (long) distseq_segment_lifetime * 4)
 		seq->segment_size = Max(seq->segment_size / 2,
-								block * DISTSEQ_SEGMENT_MIN_BLOCKS);
+								block * DISTSEQ_SEGMENT_BLOCKS);
 }
 
 /*
@@ -207,7 +209,8 @@ refill_reserve(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
 /*
  * Reserve from this node's own windows; on a node with peers, an empty
  * reservation calls the agent, once.  Returns false, having recorded the
- * failure, when no segment could be had.
+ * failure, when no segment could be had, and also when the refill was
+ * served between the steps of that agent pass.
  */
 static bool
 refill_local(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
@@ -217,9 +220,12 @@ refill_local(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
 	bool		need_windows = false;
 	char		name[NAMEDATALEN];
 	ErrorData  *why = NULL;
+	int64		refills;
+	bool		served;
 
 	LWLockAcquire(seq->lock, LW_SHARED);
 	strlcpy(name, seq->name, NAMEDATALEN);
+	refills = seq->refills;
 	LWLockRelease(seq->lock);
 
 	for (int attempt = 0;; attempt++)
@@ -253,6 +259,23 @@ refill_local(DistseqSeq *seq, Oid relid, uint64 gen, int64 count,
 		if (why)
 		{
 			refill_failed(seq, gen, why->message, why->detail);
+			return false;
+		}
+
+		/*
+		 * Between the pass's steps, the refill may have been served once its
+		 * window was open (distseq_refill_between_steps): a second segment
+		 * now would be more than was asked for, in a fragment when the first
+		 * went to the prefetch, and "account" would count the first one lost.
+		 * A request made since is served afresh.
+		 */
+		LWLockAcquire(seq->lock, LW_SHARED);
+		served = !distseq_seq_is(seq, MyDatabaseId, relid, gen) ||
+			!seq->refill_pending || seq->refills != refills;
+		LWLockRelease(seq->lock);
+		if (served)
+		{
+			serve_again = true;
 			return false;
 		}
 	}

@@ -1,11 +1,12 @@
 # Refill size adapts to demand: segments grow for a hot sequence and shrink
-# for a cold one, within 2 and 1024 blocks.
+# for a cold one, within 10 and 1024 blocks: a segment never shrinks below
+# where it starts.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(usleep);
+use List::Util qw(min);
 
 my $node = PostgreSQL::Test::Cluster->new('segments');
 $node->init;
@@ -33,19 +34,22 @@ is($node->safe_psql('postgres',
 		 FROM distseq_status WHERE sequence_name = 'a'"),
 	't', 'the status estimates the rate and how long the open windows last');
 
-# Cold: with a lifetime of 10 ms, a segment that lasts 100 ms is long.
-$node->append_conf('postgresql.conf', "distseq.segment_lifetime = '10ms'");
+# Cold: with a lifetime of 1 ms every segment lasts long, and each refill
+# halves the next one, down to the floor.
+$node->append_conf('postgresql.conf', "distseq.segment_lifetime = '1ms'");
 $node->reload;
-for my $i (1 .. 4)
+my @sizes;
+for my $i (1 .. 60)
 {
-	# a fresh session per round: each takes a new block from the pool
 	$node->safe_psql('postgres',
 		"SELECT count(distseq_nextval('a')) FROM generate_series(1, 3000)");
-	usleep(100_000);
+	push @sizes, segment_size();
+	last if @sizes > 3 && $sizes[-4] == 100;
 }
-my $shrunk = segment_size();
-cmp_ok($shrunk, '<', 10240, "a cold sequence shrinks ($shrunk)");
-cmp_ok($shrunk, '>=', 20, 'not below 2 blocks');
+my $sizes = join(' ', @sizes);
+cmp_ok($sizes[-1], '<', 10240, "a cold sequence shrinks ($sizes)");
+is(min(@sizes), 100, 'down to 10 blocks, where it started');
+is_deeply([ @sizes[-4 .. -1] ], [ (100) x 4 ], 'and no further');
 
 my $values = $node->safe_psql('postgres',
 	"SELECT count(*) = count(DISTINCT v) FROM (SELECT distseq_nextval('a') v FROM generate_series(1, 5000)) s");
