@@ -23,7 +23,7 @@
  *
  * Each backend has distseq.backend_marks slots of marks, one entry each
  * (inuse.c explains the handshake they serve): distseq_my_marks() gives
- * a free slot, or the one used longest ago, to the entry a transaction
+ * a free slot, or one not used lately (a clock), to the entry a transaction
  * wants to use without a lock, and never one that marks the running
  * transaction.  Shared memory per backend thus does not grow with
  * distseq.max_sequences.
@@ -42,6 +42,7 @@
 #include "storage/shmem.h"
 #include "utils/hsearch.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/syscache.h"
 
 DistseqShared *Distseq = NULL;
@@ -52,6 +53,17 @@ static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
 static bool backend_attached = false;
+
+/*
+ * The entry each of this backend's slots of marks holds, as in shared
+ * memory: only this backend writes its slots' entries, so it finds the slot
+ * of an entry without reading shared memory.  The hand goes round the slots
+ * to pick one to give away, and the user_xact a slot had when the hand last
+ * passed it tells whether it has been used since.
+ */
+static int32 *my_entries = NULL;
+static LocalTransactionId *my_passed = NULL;
+static int	my_hand = 0;
 
 /* The key of the hash table of entries: an entry's identity */
 typedef struct DistseqEntryKey
@@ -710,6 +722,15 @@ distseq_backend_attach(void)
 	pg_write_barrier();
 	for (int k = 0; k < distseq_backend_marks; k++)
 		slots[k].entry = -1;
+	if (my_entries == NULL)
+	{
+		my_entries = MemoryContextAlloc(TopMemoryContext,
+										sizeof(int32) * distseq_backend_marks);
+		my_passed = MemoryContextAllocZero(TopMemoryContext,
+										   sizeof(LocalTransactionId) * distseq_backend_marks);
+	}
+	for (int k = 0; k < distseq_backend_marks; k++)
+		my_entries[k] = -1;
 	Distseq->backends[slot].dboid = MyDatabaseId;
 	Distseq->backends[slot].pid = MyProcPid;
 	/* before any mark of ours says we use a sequence (inuse.c) */
@@ -720,9 +741,12 @@ distseq_backend_attach(void)
 
 /*
  * This backend's slot of marks on the entry seq: the one that holds it, else
- * one given to it now -- a free one, else the one used longest ago -- or
- * NULL when every slot marks the running transaction, and the caller must
- * lock the relation instead.
+ * one given to it now -- a free one, else the first the hand comes to that
+ * has not been used since the hand last passed it (a second chance, which
+ * keeps the slots of sequences used in every transaction) -- or NULL when
+ * every slot marks the running transaction, and the caller must lock the
+ * relation instead.  Two rounds of the hand at most: the first notes what
+ * every slot was last used by.
  *
  * A slot that marks the running transaction is never given away: a dropper
  * (inuse.c) or a taker (distseq_seq_held) that reads our transaction id in
@@ -742,22 +766,37 @@ distseq_my_marks(DistseqSeq *seq)
 	DistseqMarks *victim = NULL;
 	LocalTransactionId lxid = DISTSEQ_MY_LXID;
 	int32		i = seq_index(seq);
+	int			k;
 
 	distseq_backend_attach();
 	slots = &Distseq->marks[my_slot() * distseq_backend_marks];
-	for (int k = 0; k < distseq_backend_marks; k++)
+	for (k = 0; k < distseq_backend_marks; k++)
 	{
-		DistseqMarks *slot = &slots[k];
+		if (my_entries[k] == i)
+			return &slots[k];
+	}
+	for (int n = 0; n < 2 * distseq_backend_marks; n++)
+	{
+		LocalTransactionId used;
 
-		if (slot->entry == i)
-			return slot;
-		if (slot->user_xact == lxid && LocalTransactionIdIsValid(lxid))
+		k = my_hand;
+		my_hand = (my_hand + 1) % distseq_backend_marks;
+		if (my_entries[k] < 0)
+		{
+			victim = &slots[k];
+			break;
+		}
+		/* user_xact of our slots is ours to write: no barrier to read it */
+		used = slots[k].user_xact;
+		if (used == lxid && LocalTransactionIdIsValid(lxid))
 			continue;
-		/* free first, then the oldest transaction (ids wrap: a hint) */
-		if (victim == NULL ||
-			(victim->entry >= 0 &&
-			 (slot->entry < 0 || slot->user_xact < victim->user_xact)))
-			victim = slot;
+		if (used != my_passed[k])
+		{
+			my_passed[k] = used;
+			continue;
+		}
+		victim = &slots[k];
+		break;
 	}
 	if (victim == NULL)
 		return NULL;
@@ -779,6 +818,8 @@ distseq_my_marks(DistseqSeq *seq)
 		pg_write_barrier();
 		victim->entry = i;
 	}
+	my_entries[k] = i;
+	my_passed[k] = victim->user_xact;
 	/* before the user_xact that says we use it (inuse.c) */
 	pg_write_barrier();
 	return victim;
