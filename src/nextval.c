@@ -322,12 +322,12 @@ distseq_check_name(const char *name)
 				 errdetail("Names are limited to %d bytes.", NAMEDATALEN - 1)));
 }
 
+/* The LocalSeq of a name, given as a key: NAMEDATALEN bytes, zero-padded */
 static LocalSeq *
-local_lookup(const char *name)
+local_lookup(const char *key)
 {
 	LocalSeq   *ls;
 	bool		found;
-	char		key[NAMEDATALEN];
 
 	if (local_seqs == NULL)
 	{
@@ -350,8 +350,6 @@ local_lookup(const char *name)
 		distseq_created_on_forget(local_forget);
 		pg_atomic_init_u64(&no_stream, 0);
 	}
-	memset(key, 0, sizeof(key));
-	strlcpy(key, name, NAMEDATALEN);
 	ls = hash_search(local_seqs, key, HASH_ENTER, &found);
 	if (!found)
 	{
@@ -415,9 +413,21 @@ static pg_noinline LocalSeq *
 local_find_slow(FunctionCallInfo fcinfo)
 {
 	const Node *expr = fcinfo->flinfo->fn_expr;
+	char		key[NAMEDATALEN];
+	text	   *arg;
+	int			len;
 	LocalSeq   *ls;
 
-	ls = local_lookup(distseq_name_arg(fcinfo));
+	/* distseq_name_arg() reports a bad name; a good one is not copied */
+	if (PG_ARGISNULL(0))
+		(void) distseq_name_arg(fcinfo);
+	arg = PG_GETARG_TEXT_PP(0);
+	len = VARSIZE_ANY_EXHDR(arg);
+	if (len == 0 || len >= NAMEDATALEN)
+		(void) distseq_name_arg(fcinfo);
+	memset(key, 0, sizeof(key));
+	memcpy(key, VARDATA_ANY(arg), len);
+	ls = local_lookup(key);
 	if (expr != NULL)
 	{
 		SiteHint   *hint = SITE_HINT(expr);
