@@ -17,7 +17,8 @@
 # One server with distseq.max_sequences = N + 10 and max_connections =
 # C + 10.  It times creating N distseq sequences (distseq_create, one
 # statement each, as a migration would) against N native sequences
-# (CREATE SEQUENCE ... CACHE 100), and one session's first draw from each.
+# (CREATE SEQUENCE ... CACHE 100), in ten interleaved chunks, and one
+# session's first draw from each.
 # The same draws again in a new session time a backend's first use of
 # each sequence on a warm server.  Then pgbench runs C clients, each
 # transaction drawing one value from a sequence chosen at random among the
@@ -31,7 +32,9 @@
 # application_name; once every client has, the median tps per second of the
 # next S seconds counts, in R rounds.  Warm many ÷ one compares those draws
 # with the same warmed-up backends drawing from one sequence (k always 1),
-# measured the same way, so that only the number of sequences differs.
+# measured the same way, so that only the number of sequences differs;
+# the two run back to back in each round and the ratio is the median of
+# the rounds' ratios.
 # Last, the shared memory distseq allocated (pg_shmem_allocations) and what
 # it comes to per sequence.  Results in bench/out/many.csv.
 set -euo pipefail
@@ -86,7 +89,9 @@ bench_start a
 as_pg "$PGBIN/createdb" -h "$work" -p "$port" bench
 psql_a -c "CREATE EXTENSION distseq" >/dev/null
 
-# creation, one statement each in autocommit, as a migration would run them
+# creation, one statement each in autocommit, as a migration would run
+# them: in ten interleaved chunks, which kind goes first alternating, so
+# that a change in the machine's speed during the run weighs on both kinds
 create_ms() {	# file
 	local t0 t1
 	t0=$(date +%s%N)
@@ -94,12 +99,22 @@ create_ms() {	# file
 	t1=$(date +%s%N)
 	echo $(( (t1 - t0) / 1000000 ))
 }
-seq "$nseq" | awk '{ printf "CREATE SEQUENCE n%d CACHE 100;\n", $1 }' > "$work/scripts/native.sql"
-seq "$nseq" | awk '{ printf "SELECT distseq_create(\x27d%d\x27);\n", $1 }' > "$work/scripts/distseq.sql"
-bench_log "creating $nseq native sequences"
-native_ms=$(create_ms "$work/scripts/native.sql")
-bench_log "creating $nseq distseq sequences"
-distseq_ms=$(create_ms "$work/scripts/distseq.sql")
+create_chunks=10
+native_ms=0
+distseq_ms=0
+bench_log "creating $nseq native and $nseq distseq sequences, $create_chunks interleaved chunks"
+for c in $(seq 0 $((create_chunks - 1))); do
+	lo=$(( c * nseq / create_chunks + 1 ))
+	hi=$(( (c + 1) * nseq / create_chunks ))
+	seq "$lo" "$hi" | awk '{ printf "CREATE SEQUENCE n%d CACHE 100;\n", $1 }' > "$work/scripts/native.sql"
+	seq "$lo" "$hi" | awk '{ printf "SELECT distseq_create(\x27d%d\x27);\n", $1 }' > "$work/scripts/distseq.sql"
+	kinds="native distseq"
+	[ $((c % 2)) -eq 1 ] && kinds="distseq native"
+	for k in $kinds; do
+		ms=$(create_ms "$work/scripts/$k.sql")
+		if [ "$k" = native ]; then native_ms=$((native_ms + ms)); else distseq_ms=$((distseq_ms + ms)); fi
+	done
+done
 
 # the same statement for many and one: only the number of sequences differs
 draw_script() {	# file N function prefix
@@ -197,8 +212,12 @@ warm_round() {	# kind: prints the median tps per second
 		'/^progress: / && $2 + 0 > from && $2 + 0 <= to { print $4 }' "$res" |
 		sort -g | awk '{ v[++n] = $1 } END { if (n) print (n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2) }'
 }
+# many and one of each kind back to back, which goes first alternating:
+# warm many ÷ one is the median of the rounds' own ratios
 for r in $(seq 1 "$rounds"); do
-	for v in warm_distseq wone_distseq warm_native wone_native; do
+	order="warm_distseq wone_distseq warm_native wone_native"
+	[ $((r % 2)) -eq 0 ] && order="wone_distseq warm_distseq wone_native warm_native"
+	for v in $order; do
 		bench_log "round $r: warm backends, $v"
 		tps=$(warm_round $v)
 		[ -n "$tps" ] || { echo "pgbench $v measured nothing" >&2; exit 1; }
@@ -225,6 +244,17 @@ csv=$out/many.csv
 		$1 != key { flush(); key = $1; c = 0 }
 		{ v[++c] = $2 }
 		END { flush() }'
+	awk -F, '$1 > 0 { t[$1 "," $2] = $3; r[$1] = 1 }
+		END {
+			for (k in r) {
+				print "warm_ratio_distseq," t[k ",warm_distseq"] / t[k ",wone_distseq"]
+				print "warm_ratio_native," t[k ",warm_native"] / t[k ",wone_native"]
+			}
+		}' "$raw" | sort -t, -k1,1 -k2,2g | awk -F, '
+		function flush() { if (c) printf "%s,%.3f,ratio\n", key, (c % 2 ? v[(c + 1) / 2] : (v[c / 2] + v[c / 2 + 1]) / 2) }
+		$1 != key { flush(); key = $1; c = 0 }
+		{ v[++c] = $2 }
+		END { flush() }'
 	echo "sequences_in_use,$in_use,count"
 	echo "shmem_distseq,$shmem,bytes"
 } > "$csv"
@@ -244,9 +274,9 @@ awk -F, -v n="$nseq" -v c="$clients" '
 		printf "%-58s %10.1f s %9.2fx\n", "first use of each, a new session, server warm (x native)", val["use_distseq"] / 1000, val["use_distseq"] / val["use_native"]
 		printf "%-58s %8.0f tps %9.2fx\n", "distseq_nextval, one sequence (many x one)", val["one_distseq"], val["many_distseq"] / val["one_distseq"]
 		printf "%-58s %8.0f tps %9.2fx\n", "nextval, one native sequence (many x one)", val["one_native"], val["many_native"] / val["one_native"]
-		printf "%-58s %8.0f tps %9.2fx\n", "distseq_nextval, random one, backends warm (x one)", val["warm_distseq"], val["warm_distseq"] / val["wone_distseq"]
+		printf "%-58s %8.0f tps %9.2fx\n", "distseq_nextval, random one, backends warm (x one)", val["warm_distseq"], val["warm_ratio_distseq"]
 		printf "%-58s %8.0f tps\n", "distseq_nextval, one sequence, backends warm", val["wone_distseq"]
-		printf "%-58s %8.0f tps %9.2fx\n", "nextval, random one, backends warm (x one)", val["warm_native"], val["warm_native"] / val["wone_native"]
+		printf "%-58s %8.0f tps %9.2fx\n", "nextval, random one, backends warm (x one)", val["warm_native"], val["warm_ratio_native"]
 		printf "%-58s %8.0f tps\n", "nextval, one native sequence, backends warm", val["wone_native"]
 		printf "%-58s %8.1f MB %7.0f B/seq\n", "distseq shared memory, " val["sequences_in_use"] " sequences in use", val["shmem_distseq"] / 1048576, val["shmem_distseq"] / val["sequences_in_use"]
 	}' "$csv"
