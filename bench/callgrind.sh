@@ -26,10 +26,15 @@
 # -t M) runs M one-statement transactions, at M = m1 and m2, for SELECT 1,
 # SELECT distseq_nextval('s') and SELECT nextval('ns_cache'); per
 # transaction = (m2 backend - m1 backend) / (m2 - m1), which cancels
-# connection set-up and the first transaction.  The backend is the new cg
-# file with the most instructions (pgbench's set-up connection is the other
-# one).  Then, per transaction, the inclusive instructions of distseq's own
-# functions (callgrind_annotate on the two distseq backends).
+# connection set-up and the first transaction.  The same for
+# distseq_nextval(textcat('m', :k)) with k random among 1,000 sequences
+# and with k always 1: what drawing from many sequences costs a backend
+# that has used them all (by -t m1 it has used nearly every one: the few
+# first uses left add about 30 instructions per transaction at the default
+# m1 and m2).  The backend is the new cg file with the most instructions
+# (pgbench's set-up connection is the other one).  Then, per transaction,
+# the inclusive instructions of distseq's own functions (callgrind_annotate
+# on the two distseq_nextval('s') backends).
 #
 #   bash bench/callgrind.sh --m1 2000 --m2 6000    # default 5,000 and 15,000
 #   bash bench/callgrind.sh --only xact            # or --only rows
@@ -251,6 +256,7 @@ bench_initdb data "shared_preload_libraries = 'distseq'
 listen_addresses = ''
 port = $port
 max_connections = 20
+distseq.max_sequences = 1010
 autovacuum = off${aged:+
 distseq.prefetch_threshold = 0
 distseq.segment_lifetime = 1ms
@@ -267,6 +273,8 @@ CREATE EXTENSION distseq;
 SELECT distseq_create('s', block_size => 100);
 CREATE SEQUENCE ns_cache CACHE 1000;
 CREATE SEQUENCE ns_nocache;
+SELECT count(distseq_create('m' || g, block_size => 100)) FROM generate_series(1, 1000) g;
+SELECT count(distseq_nextval('m' || g)) FROM generate_series(1, 1000) g;
 SQL
 	bench_cfloor_sql
 } | psql_cg >/dev/null
@@ -292,6 +300,8 @@ select1|SELECT 1|SELECT 1;
 cfloor|SELECT bench_cfloor('s') empty C fn|SELECT bench_cfloor('s');
 distseq|SELECT distseq_nextval('s')|SELECT distseq_nextval('s');
 ns_cache|SELECT nextval('ns_cache') CACHE 1000|SELECT nextval('ns_cache');
+one|k always 1: distseq_nextval(textcat('m', :k))|\\set k random(1, 1)\nSELECT distseq_nextval(textcat('m', :k));
+many|k random of 1000: distseq_nextval(textcat('m', :k))|\\set k random(1, 1000)\nSELECT distseq_nextval(textcat('m', :k));
 EOF
 }
 
@@ -344,7 +354,7 @@ fi
 declare -A per_xact
 if [ "$only" != rows ]; then
 	while IFS='|' read -r key label stmt; do
-		echo "$stmt" > "$work/xact_$key.sql"
+		printf '%b\n' "$stmt" > "$work/xact_$key.sql"
 		chown postgres "$work/xact_$key.sql" 2>/dev/null || true
 		xact_total "$key" 200 >/dev/null		# warm-up
 		bench_log "$label: pgbench -t $m1 and -t $m2"
@@ -411,6 +421,7 @@ if [ "$only" != rows ]; then
 	done < <(xact_variants)
 	echo "(\"minus SELECT 1\" is what the statement adds to a one-statement transaction)"
 	echo "distseq_nextval('s') over an empty C function of an extension: $((per_xact[distseq] - per_xact[cfloor])) per transaction"
+	echo "a random one of 1,000 sequences over always the same one, on a backend that has used them all: $((per_xact[many] - per_xact[one])) per transaction"
 	if [ -s "$work/xact_fns.txt" ]; then
 		echo "distseq functions, inclusive instructions per transaction (callgrind_annotate):"
 		awk '{ printf "  %-30s %8s\n", $1, $2 }' "$work/xact_fns.txt"
