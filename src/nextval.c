@@ -426,7 +426,7 @@ local_find_slow(FunctionCallInfo fcinfo)
 	if (len == 0 || len >= NAMEDATALEN)
 		(void) distseq_name_arg(fcinfo);
 	memset(key, 0, sizeof(key));
-	memcpy(key, VARDATA_ANY(arg), len);
+	memcpy(key, VARDATA_ANY(arg), Min(len, NAMEDATALEN - 1));
 	ls = local_lookup(key);
 	if (expr != NULL)
 	{

@@ -724,13 +724,19 @@ distseq_backend_attach(void)
 		slots[k].entry = -1;
 	if (my_entries == NULL)
 	{
-		my_entries = MemoryContextAlloc(TopMemoryContext,
-										sizeof(int32) * distseq_backend_marks);
-		my_passed = MemoryContextAllocZero(TopMemoryContext,
-										   sizeof(LocalTransactionId) * distseq_backend_marks);
+		/* one allocation: running out of memory leaves neither set */
+		char	   *mem = MemoryContextAlloc(TopMemoryContext,
+											 (sizeof(int32) + sizeof(LocalTransactionId)) *
+											 distseq_backend_marks);
+
+		my_passed = (LocalTransactionId *) (mem + sizeof(int32) * distseq_backend_marks);
+		my_entries = (int32 *) mem;
 	}
 	for (int k = 0; k < distseq_backend_marks; k++)
+	{
 		my_entries[k] = -1;
+		my_passed[k] = InvalidLocalTransactionId;
+	}
 	Distseq->backends[slot].dboid = MyDatabaseId;
 	Distseq->backends[slot].pid = MyProcPid;
 	/* before any mark of ours says we use a sequence (inuse.c) */
