@@ -29,12 +29,14 @@
 # sequences too.  Then the same draws on backends that have used every
 # sequence already, as a pool's long-lived connections have: each client
 # first draws from all N, 20 per transaction, then sets its
-# application_name; once every client has, the median tps per second of the
-# next S seconds counts, in R rounds.  Warm many ÷ one compares those draws
-# with the same warmed-up backends drawing from one sequence (k always 1),
-# measured the same way, so that only the number of sequences differs;
-# the two run back to back in each round and the ratio is the median of
-# the rounds' ratios.
+# application_name; once every client has, and the refill worker has
+# made at most 10 refills in two seconds (the warm-up drew from every
+# sequence at once, and their next segments come in a wave), the median
+# tps per second of the next S seconds counts, in R rounds.  Warm many ÷ one compares
+# those draws with the same warmed-up backends drawing from one sequence
+# (k always 1), measured the same way, so that only the number of
+# sequences differs; the two run back to back in each round and the ratio
+# is the median of the rounds' ratios.
 # Last, the shared memory distseq allocated (pg_shmem_allocations) and what
 # it comes to per sequence.  Results in bench/out/many.csv.
 set -euo pipefail
@@ -188,9 +190,10 @@ for r in $(seq 0 "$rounds"); do
 done
 
 # Warm backends: once every client has said it is done warming up (its
-# application_name), the next $duration seconds count; then pgbench stops.
+# application_name) and the refill worker is calm, the next $duration
+# seconds count; then pgbench stops.
 warm_round() {	# kind: prints the median tps per second
-	local res=$work/warm.out t0 now ready= i
+	local res=$work/warm.out t0 now ready= quiet= i r r0 r1 waited
 	t0=$(date +%s%N)
 	as_pg "$PGBIN/pgbench" -n -M prepared -h "$work" -p "$port" -c "$clients" -j 2 \
 		-T 1800 -P 1 -D warmed=0 -f "$work/scripts/$1.sql" bench > "$res" 2>&1 &
@@ -203,12 +206,27 @@ warm_round() {	# kind: prints the median tps per second
 		fi
 	done
 	[ -n "$ready" ] || { echo "pgbench $1: the clients never finished warming up" >&2; exit 1; }
+	# the warm-up drew from every sequence at once, and their refills come
+	# in a wave of hundreds a second: the measured seconds start once the
+	# worker made at most 10 in two seconds, which a hot sequence's own
+	# refills stay under (or after two minutes)
+	r0=$(psql_a -At -c "SELECT sum(refills) FROM distseq_status")
+	for i in $(seq 1 60); do
+		sleep 2
+		r=$(psql_a -At -c "SELECT sum(refills) FROM distseq_status")
+		[ $((r - r0)) -le 10 ] && { r0=$r; break; }
+		r0=$r
+	done
+	now=$(date +%s%N)
+	quiet=$(( (now - t0) / 1000000000 + 1 ))
+	waited=$(( quiet - ready ))
 	sleep $(( duration + 2 ))
+	r1=$(psql_a -At -c "SELECT sum(refills) FROM distseq_status")
 	pkill -INT -f "pgbench .*/$1.sql" || true
 	wait
 	! grep -q 'aborted' "$res" || { echo "pgbench $1 failed:" >&2; cat "$res" >&2; exit 1; }
-	bench_log "$1: every client warm after ${ready}s"
-	awk -v from="$ready" -v to=$(( ready + duration )) \
+	bench_log "$1: every client warm after ${ready}s, the refill worker calm ${waited}s later; $((r1 - r0)) refills in the $((duration + 2))s after"
+	awk -v from="$quiet" -v to=$(( quiet + duration )) \
 		'/^progress: / && $2 + 0 > from && $2 + 0 <= to { print $4 }' "$res" |
 		sort -g | awk '{ v[++n] = $1 } END { if (n) print (n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2) }'
 }
