@@ -22,6 +22,18 @@ SELECT distseq_create(repeat('x', 64));
 SELECT distseq_nextval(repeat('x', 64));
 SELECT distseq_create(repeat('x', 63)) IS NULL AS longest_name_works;
 SELECT distseq_nextval(repeat('x', 63));
+-- over-long names stored compressed in line and out of line: measured whole
+CREATE TABLE long_names (i int, n text);
+ALTER TABLE long_names ALTER COLUMN n SET STORAGE MAIN;
+INSERT INTO long_names VALUES (1, repeat('y', 5000));
+ALTER TABLE long_names ALTER COLUMN n SET STORAGE EXTERNAL;
+INSERT INTO long_names VALUES (2, repeat('z', 3000)), (3, repeat('日', 1000));
+SELECT i, pg_column_compression(n) IS NOT NULL AS compressed FROM long_names ORDER BY i;
+SELECT pg_relation_size(reltoastrelid) > 0 AS out_of_line FROM pg_class WHERE relname = 'long_names';
+SELECT distseq_nextval(n) FROM long_names WHERE i = 1;
+SELECT distseq_nextval(n) FROM long_names WHERE i = 2;
+SELECT distseq_nextval(n) FROM long_names WHERE i = 3;
+DROP TABLE long_names;
 
 -- a sequence that exists already
 SELECT distseq_create('good');
