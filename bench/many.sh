@@ -193,7 +193,7 @@ done
 # application_name) and the refill worker is calm, the next $duration
 # seconds count; then pgbench stops.
 warm_round() {	# kind: prints the median tps per second
-	local res=$work/warm.out t0 now ready= quiet= i r r0 r1 waited
+	local res=$work/warm.out t0 now ready= calm= i r r0 r1 made waited
 	t0=$(date +%s%N)
 	as_pg "$PGBIN/pgbench" -n -M prepared -h "$work" -p "$port" -c "$clients" -j 2 \
 		-T 1800 -P 1 -D warmed=0 -f "$work/scripts/$1.sql" bench > "$res" 2>&1 &
@@ -214,19 +214,20 @@ warm_round() {	# kind: prints the median tps per second
 	for i in $(seq 1 60); do
 		sleep 2
 		r=$(psql_a -At -c "SELECT sum(refills) FROM distseq_status")
-		[ $((r - r0)) -le 10 ] && { r0=$r; break; }
+		made=$((r - r0))
 		r0=$r
+		[ "$made" -le 10 ] && break
 	done
 	now=$(date +%s%N)
-	quiet=$(( (now - t0) / 1000000000 + 1 ))
-	waited=$(( quiet - ready ))
+	calm=$(( (now - t0) / 1000000000 + 1 ))
+	waited=$(( calm - ready ))
 	sleep $(( duration + 2 ))
 	r1=$(psql_a -At -c "SELECT sum(refills) FROM distseq_status")
 	pkill -INT -f "pgbench .*/$1.sql" || true
 	wait
 	! grep -q 'aborted' "$res" || { echo "pgbench $1 failed:" >&2; cat "$res" >&2; exit 1; }
 	bench_log "$1: every client warm after ${ready}s, the refill worker calm ${waited}s later; $((r1 - r0)) refills in the $((duration + 2))s after"
-	awk -v from="$quiet" -v to=$(( quiet + duration )) \
+	awk -v from="$calm" -v to=$(( calm + duration )) \
 		'/^progress: / && $2 + 0 > from && $2 + 0 <= to { print $4 }' "$res" |
 		sort -g | awk '{ v[++n] = $1 } END { if (n) print (n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2) }'
 }
@@ -257,20 +258,17 @@ csv=$out/many.csv
 	echo "first_distseq,$first_distseq_ms,ms"
 	echo "use_native,$use_native_ms,ms"
 	echo "use_distseq,$use_distseq_ms,ms"
-	awk -F, '$1 > 0 { print $2 "," $3 }' "$raw" | sort -t, -k1,1 -k2,2g | awk -F, '
-		function flush() { if (c) printf "%s,%.1f,tps\n", key, (c % 2 ? v[(c + 1) / 2] : (v[c / 2] + v[c / 2 + 1]) / 2) }
-		$1 != key { flush(); key = $1; c = 0 }
-		{ v[++c] = $2 }
-		END { flush() }'
-	awk -F, '$1 > 0 { t[$1 "," $2] = $3; r[$1] = 1 }
+	# per variant the median tps of the rounds, per kind the median of the
+	# rounds' own warm many / one ratios
+	awk -F, '$1 > 0 { print $2 "," $3 ",tps"; t[$1 "," $2] = $3; r[$1] = 1 }
 		END {
 			for (k in r) {
-				print "warm_ratio_distseq," t[k ",warm_distseq"] / t[k ",wone_distseq"]
-				print "warm_ratio_native," t[k ",warm_native"] / t[k ",wone_native"]
+				print "warm_ratio_distseq," t[k ",warm_distseq"] / t[k ",wone_distseq"] ",ratio"
+				print "warm_ratio_native," t[k ",warm_native"] / t[k ",wone_native"] ",ratio"
 			}
 		}' "$raw" | sort -t, -k1,1 -k2,2g | awk -F, '
-		function flush() { if (c) printf "%s,%.3f,ratio\n", key, (c % 2 ? v[(c + 1) / 2] : (v[c / 2] + v[c / 2 + 1]) / 2) }
-		$1 != key { flush(); key = $1; c = 0 }
+		function flush() { if (c) printf (unit == "tps" ? "%s,%.1f,%s\n" : "%s,%.3f,%s\n"), key, (c % 2 ? v[(c + 1) / 2] : (v[c / 2] + v[c / 2 + 1]) / 2), unit }
+		$1 != key { flush(); key = $1; unit = $3; c = 0 }
 		{ v[++c] = $2 }
 		END { flush() }'
 	echo "sequences_in_use,$in_use,count"
