@@ -1,12 +1,13 @@
 /*-------------------------------------------------------------------------
  *
  * catalog.c
- *	  Queries of distseq's catalog table distseq_sequences, all through SPI
- *	  but one: reading a sequence's definition (at a backend's first use of
- *	  a sequence, by an index scan), creating one (its first windows are
- *	  opened by windows.c), the servers a sequence draws from, and the SQL
- *	  entry point of a peer's reservation (distseq_peer_reserve; the
- *	  reservation itself is windows.c's).
+ *	  Queries of distseq's catalog table distseq_sequences, through SPI
+ *	  but for two: reading a sequence's definition (at a backend's first use
+ *	  of a sequence, by an index scan), creating one (its backing sequence
+ *	  made and its row inserted without SPI, its first windows opened by
+ *	  windows.c), the servers a sequence draws from, and the SQL entry point
+ *	  of a peer's reservation (distseq_peer_reserve; the reservation itself
+ *	  is windows.c's).
  *
  * Everything runs in its caller's transaction: a user's for lookups and
  * creations, the worker's own for the servers, and for a peer's
@@ -37,8 +38,12 @@
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
+#include "commands/sequence.h"
+#include "commands/tablecmds.h"
 #include "executor/spi.h"
 #include "funcapi.h"
+#include "nodes/makefuncs.h"
+#include "parser/parse_node.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
@@ -80,41 +85,13 @@ distseq_catalog_lookup(const char *name, DistseqDef *def)
 	return found;
 }
 
-/*
- * distseq_sequences as names_open() found it last, checked at each use: the
- * extension may have been dropped and created again, or updated (1.5 moves
- * the table into schema distseq), since.
- */
-static Oid	names_relid = InvalidOid;
-static Oid	names_nspid = InvalidOid;
+/* distseq_sequences, where it was found last */
+static DistseqTableCache names_cache;
 
 static Relation
-names_open(void)
+names_open(LOCKMODE lockmode)
 {
-	Relation	rel;
-
-	if (OidIsValid(names_relid) &&
-		(rel = try_relation_open(names_relid, AccessShareLock)) != NULL)
-	{
-		if (RelationGetNamespace(rel) == names_nspid &&
-			strcmp(RelationGetRelationName(rel), "distseq_sequences") == 0)
-			return rel;
-		relation_close(rel, AccessShareLock);
-	}
-	names_relid = InvalidOid;
-
-	/*
-	 * Found by name, then locked, as RangeVarGetRelid() does: a DROP
-	 * EXTENSION that we waited for at the lock took the table away, and its
-	 * transaction may have created the extension again.  The lock processed
-	 * its invalidations, so the next look finds the new table.
-	 */
-	while ((rel = try_relation_open(distseq_catalog_relid("distseq_sequences"),
-									AccessShareLock)) == NULL)
-		CHECK_FOR_INTERRUPTS();
-	names_nspid = RelationGetNamespace(rel);
-	names_relid = RelationGetRelid(rel);
-	return rel;
+	return distseq_catalog_open("distseq_sequences", &names_cache, lockmode);
 }
 
 /* A column of distseq_sequences by name; 0 if this version has none */
@@ -147,29 +124,28 @@ names_value(HeapTuple tup, TupleDesc desc, const char *column, Datum absent)
 }
 
 /*
- * The definition a session draws by: as of now, whatever the snapshot of a
- * repeatable read transaction shows.  distseq_setval() gives a sequence a
- * new generation without a new relation, so a snapshot taken before it
- * committed shows the old one, whose blocks and pools were given up.
- *
- * It is read at a backend's first use of each sequence, so it reads the
- * table through its primary key index (sequence_name) rather than through
- * SPI, which would cost it a plan's execution and the switch of user and
- * search_path.  The rights it reads with are the library's own: it names
- * no object a user could put in its way.
+ * Read a definition through the primary key index (sequence_name), without
+ * SPI, which would cost a plan's execution and the switch of user and
+ * search_path.  The rights it reads with are the library's own: it names no
+ * object a user could put in its way.  It reads with the latest snapshot,
+ * or as a statement of the transaction would; either is taken once the
+ * table is locked, so that it sees what a transaction it waited for there
+ * committed (one that dropped and created the extension again, say).
  */
-bool
-distseq_catalog_lookup_latest(const char *name, DistseqDef *def)
+static bool
+names_find(const char *name, bool latest, DistseqDef *def)
 {
-	Relation	rel = names_open();
+	Relation	rel = names_open(AccessShareLock);
 	TupleDesc	desc = RelationGetDescr(rel);
 	AttrNumber	nameatt = names_column(desc, "sequence_name");
-	Snapshot	snapshot = RegisterSnapshot(GetLatestSnapshot());
+	Snapshot	snapshot;
 	ScanKeyData key;
 	SysScanDesc scan;
 	HeapTuple	tup;
 	bool		found;
 
+	snapshot = RegisterSnapshot(latest ? GetLatestSnapshot() :
+								GetTransactionSnapshot());
 	/* compare in the collation the index is ordered by */
 	ScanKeyEntryInitialize(&key, 0, nameatt, BTEqualStrategyNumber,
 						   InvalidOid, TupleDescAttr(desc, nameatt - 1)->attcollation,
@@ -193,6 +169,19 @@ distseq_catalog_lookup_latest(const char *name, DistseqDef *def)
 	UnregisterSnapshot(snapshot);
 	table_close(rel, NoLock);
 	return found;
+}
+
+/*
+ * The definition a session draws by: as of now, whatever the snapshot of a
+ * repeatable read transaction shows.  distseq_setval() gives a sequence a
+ * new generation without a new relation, so a snapshot taken before it
+ * committed shows the old one, whose blocks and pools were given up.  It
+ * is read at a backend's first use of each sequence.
+ */
+bool
+distseq_catalog_lookup_latest(const char *name, DistseqDef *def)
+{
+	return names_find(name, true, def);
 }
 
 /*
@@ -372,23 +361,22 @@ catalog_new_generation(void)
 /*
  * Make the backing relation of a new sequence, owned by "owner", in schema
  * distseq, and return it: a name in the catalog or in that schema already
- * is refused.  SPI connected, as the bootstrap superuser.
+ * is refused.  As the bootstrap superuser.
  */
 static Oid
-catalog_backing_relation(const DistseqCatalog *cat, const char *name, Oid owner)
+catalog_backing_relation(const char *name, Oid owner)
 {
-	const char *qname = quote_identifier(name);
+	Oid			nspid = get_namespace_oid("distseq", false);
 	Oid			relid;
 	DistseqDef	def;
+	CreateSeqStmt *stmt;
 
-	if (distseq_spi_exec(psprintf("SELECT 1 FROM %s.distseq_sequences WHERE sequence_name = $1",
-							  cat->schema),
-					 1, (Oid[]) {TEXTOID}, (Datum[]) {CStringGetTextDatum(name)},
-					 SPI_OK_SELECT) > 0)
+	/* as a SELECT would see the catalog */
+	if (names_find(name, false, &def))
 		ereport(ERROR,
 				(errcode(ERRCODE_DUPLICATE_OBJECT),
 				 errmsg("distseq sequence \"%s\" already exists", name)));
-	relid = get_relname_relid(name, get_namespace_oid("distseq", false));
+	relid = get_relname_relid(name, nspid);
 
 	/*
 	 * A sequence that a transaction this snapshot does not see created:
@@ -408,30 +396,27 @@ catalog_backing_relation(const DistseqCatalog *cat, const char *name, Oid owner)
 				 errmsg("distseq sequence name \"%s\" is reserved", name),
 				 errdetail("Schema \"distseq\" holds a relation of that name that is not a distseq sequence.")));
 
-	/* these name the sequence: not worth keeping */
-	distseq_spi_exec_once(psprintf("CREATE SEQUENCE distseq.%s", qname),
-				 0, NULL, NULL, SPI_OK_UTILITY);
-	distseq_spi_exec_once(psprintf("ALTER SEQUENCE distseq.%s OWNER TO %s", qname,
-						  quote_identifier(GetUserNameFromId(owner, false))),
-				 0, NULL, NULL, SPI_OK_UTILITY);
-	return get_relname_relid(name, get_namespace_oid("distseq", false));
-}
-
-/* One more column of the catalog row distseq_catalog_create() inserts */
-static void
-row_add(StringInfo cols, StringInfo args, Oid *types, Datum *values, int *n,
-		const char *column, Oid type, const char *cast, Datum value)
-{
-	appendStringInfo(cols, "%s%s", *n > 0 ? ", " : "", column);
-	appendStringInfo(args, "%s$%d%s", *n > 0 ? ", " : "", *n + 1, cast);
-	types[*n] = type;
-	values[*n] = value;
-	(*n)++;
+	/*
+	 * What CREATE SEQUENCE distseq.name and ALTER SEQUENCE ... OWNER TO
+	 * owner do, without parsing either: the name is not quoted anywhere.
+	 * A concurrent creation of the same name makes DefineSequence() wait
+	 * on pg_class's unique index and fail there once it commits.
+	 */
+	stmt = makeNode(CreateSeqStmt);
+	stmt->sequence = makeRangeVar("distseq", pstrdup(name), -1);
+	relid = DefineSequence(make_parsestate(NULL), stmt).objectId;
+	CommandCounterIncrement();
+	ATExecChangeOwner(relid, owner, false, AccessExclusiveLock);
+	CommandCounterIncrement();
+	return relid;
 }
 
 /*
  * Create a sequence: its backing relation, owned by "owner", its catalog row
- * and its first windows, all in the caller's transaction.
+ * and its first windows, all in the caller's transaction.  The row and the
+ * windows go in without the executor (rows.c): the arguments were checked
+ * against the table's constraints (sequence.c), and the windows' foreign
+ * key points at the row this transaction just inserted.
  */
 void
 distseq_catalog_create(const char *name, Oid owner, int32 block_size,
@@ -443,12 +428,8 @@ distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 	DistseqCatalog cat = distseq_catalog();
 	int64		first_slot;
 	int64		last_slot;
-	StringInfoData cols;
-	StringInfoData args;
-	Oid			types[15];
-	Datum		values[15];
-	int			n = 0;
-	Datum		qname = CStringGetTextDatum(name);
+	Relation	rel;
+	DistseqRows *row;
 	Oid			relid;
 	uint64		gen;
 	DistseqFirstWindows w = {0};
@@ -459,81 +440,66 @@ distseq_catalog_create(const char *name, Oid owner, int32 block_size,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("striped sequences need distseq 1.2"),
 				 errhint("Run ALTER EXTENSION distseq UPDATE.")));
+	if (servers != (Datum) 0 && !cat.peers)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("sequences that draw from other servers need distseq 1.3"),
+				 errhint("Run ALTER EXTENSION distseq UPDATE.")));
 
 	distseq_spi_enter_catalog(&cxt);
-	relid = catalog_backing_relation(&cat, name, owner);
+	relid = catalog_backing_relation(name, owner);
 	gen = catalog_new_generation();
 	distseq_slots(start_value, max_value, stripes, stripe, &first_slot, &last_slot);
+	/* no windows here for one that draws from other servers */
 	if (servers == (Datum) 0)
 		local = distseq_windows_first(&cat, stripes, window_size, min_open,
 									  first_slot, last_slot, &w);
 
-	/* one INSERT with every column this version has */
-	initStringInfo(&cols);
-	initStringInfo(&args);
-	row_add(&cols, &args, types, values, &n, "sequence_name", TEXTOID, "", qname);
-	row_add(&cols, &args, types, values, &n, "seqrel", INT8OID, "::oid::regclass",
-			Int64GetDatum((int64) relid));
-	row_add(&cols, &args, types, values, &n, "generation", INT8OID, "",
-			Int64GetDatum((int64) gen));
-	row_add(&cols, &args, types, values, &n, "block_size", INT4OID, "",
-			Int32GetDatum(block_size));
-	row_add(&cols, &args, types, values, &n, "window_size", INT8OID, "",
-			Int64GetDatum(window_size));
-	row_add(&cols, &args, types, values, &n, "min_open_windows", INT4OID, "",
-			Int32GetDatum(min_open));
-	row_add(&cols, &args, types, values, &n, "start_value", INT8OID, "",
-			Int64GetDatum(start_value));
-	row_add(&cols, &args, types, values, &n, "max_value", INT8OID, "",
-			Int64GetDatum(max_value));
-	if (stripes != 1)
+	/* every column this version has; the others at their defaults */
+	rel = names_open(RowExclusiveLock);
+	row = distseq_rows_begin(rel);
+	distseq_rows_set(row, "sequence_name", TEXTOID, CStringGetTextDatum(name));
+	distseq_rows_set(row, "seqrel", REGCLASSOID, ObjectIdGetDatum(relid));
+	distseq_rows_set(row, "generation", INT8OID, Int64GetDatum((int64) gen));
+	distseq_rows_set(row, "block_size", INT4OID, Int32GetDatum(block_size));
+	distseq_rows_set(row, "window_size", INT8OID, Int64GetDatum(window_size));
+	distseq_rows_set(row, "min_open_windows", INT4OID, Int32GetDatum(min_open));
+	distseq_rows_set(row, "start_value", INT8OID, Int64GetDatum(start_value));
+	distseq_rows_set(row, "max_value", INT8OID, Int64GetDatum(max_value));
+	/* a new sequence has reserved nothing, nor issued or lost any */
+	distseq_rows_set(row, "values_reserved", INT8OID, Int64GetDatum(0));
+	distseq_rows_set(row, "values_released", INT8OID, Int64GetDatum(0));
+	distseq_rows_set(row, "values_issued", INT8OID, Int64GetDatum(0));
+	distseq_rows_set(row, "values_lost", INT8OID, Int64GetDatum(0));
+	if (cat.stripes)
 	{
-		row_add(&cols, &args, types, values, &n, "stripes", INT4OID, "",
-				Int32GetDatum(stripes));
-		row_add(&cols, &args, types, values, &n, "stripe", INT4OID, "",
-				Int32GetDatum(stripe));
+		distseq_rows_set(row, "stripes", INT4OID, Int32GetDatum(stripes));
+		distseq_rows_set(row, "stripe", INT4OID, Int32GetDatum(stripe));
 	}
 	if (cat.origin)
 	{
-		row_add(&cols, &args, types, values, &n, "origin_system", INT8OID, "",
-				Int64GetDatum((int64) GetSystemIdentifier()));
-		row_add(&cols, &args, types, values, &n, "origin_database", INT8OID, "::oid",
-				Int64GetDatum((int64) MyDatabaseId));
-		row_add(&cols, &args, types, values, &n, "origin_relation", INT8OID, "::oid",
-				Int64GetDatum((int64) relid));
-		row_add(&cols, &args, types, values, &n, "origin_timeline", INT8OID, "",
-				Int64GetDatum((int64) distseq_timeline()));
+		distseq_rows_set(row, "origin_system", INT8OID,
+						 Int64GetDatum((int64) GetSystemIdentifier()));
+		distseq_rows_set(row, "origin_database", OIDOID, ObjectIdGetDatum(MyDatabaseId));
+		distseq_rows_set(row, "origin_relation", OIDOID, ObjectIdGetDatum(relid));
+		distseq_rows_set(row, "origin_timeline", INT8OID,
+						 Int64GetDatum((int64) distseq_timeline()));
 	}
 	/* a majority of one: this node's mark is the top of its windows */
 	if (local && cat.peers)
-		row_add(&cols, &args, types, values, &n, "hwm", INT8OID, "",
-				Int64GetDatum(w.top));
-	Assert(n <= lengthof(types));
-	distseq_spi_exec(psprintf("INSERT INTO %s.distseq_sequences (%s) VALUES (%s)",
-							  cat.schema, cols.data, args.data),
-					 n, types, values, SPI_OK_INSERT);
-
+		distseq_rows_set(row, "hwm", INT8OID, Int64GetDatum(w.top));
 	if (servers != (Datum) 0)
-	{
-		Oid			stypes[2] = {TEXTOID, NAMEARRAYOID};
-		Datum		svalues[2] = {qname, servers};
+		distseq_rows_set(row, "servers", NAMEARRAYOID, servers);
+	distseq_rows_insert(row);
+	distseq_rows_end(row);
+	table_close(rel, NoLock);
 
-		if (!cat.peers)
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("sequences that draw from other servers need distseq 1.3"),
-					 errhint("Run ALTER EXTENSION distseq UPDATE.")));
-		/* no windows here: values come from the servers */
-		distseq_spi_exec(psprintf("UPDATE %s.distseq_sequences SET servers = $2"
-							  " WHERE sequence_name = $1", cat.schema),
-					 2, stypes, svalues, SPI_OK_UPDATE);
-		distseq_spi_leave_catalog(&cxt);
-		distseq_created_note(relid, gen, 0, -1, false);
-		return;
-	}
 	distseq_windows_first_insert(&cat, name, stripes, &w);
 	distseq_spi_leave_catalog(&cxt);
-	distseq_created_note(relid, gen, first_slot, last_slot, local);
+	if (servers != (Datum) 0)
+		distseq_created_note(relid, gen, 0, -1, false);
+	else
+		distseq_created_note(relid, gen, first_slot, last_slot, local);
 }
 
 /*

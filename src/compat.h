@@ -74,6 +74,15 @@ distseq_slot_lxid(int slot)
 	pg_foreign_server_aclcheck((srvid), (roleid), (mode))
 #endif
 
+/* index entries for a tuple just inserted (no summarizing-only flag before 16) */
+#if PG_VERSION_NUM >= 160000
+#define distseq_insert_index_tuples(rri, slot, estate) \
+	ExecInsertIndexTuples((rri), (slot), (estate), false, false, NULL, NIL, false)
+#else
+#define distseq_insert_index_tuples(rri, slot, estate) \
+	ExecInsertIndexTuples((rri), (slot), (estate), false, false, NULL, NIL)
+#endif
+
 #if PG_VERSION_NUM < 150000
 #define MarkGUCPrefixReserved(prefix)	EmitWarningsOnPlaceholders(prefix)
 #endif

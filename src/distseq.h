@@ -54,6 +54,7 @@
 #include "port/atomics.h"
 #include "storage/condition_variable.h"
 #include "storage/latch.h"
+#include "storage/lockdefs.h"
 #include "storage/lwlock.h"
 #include "utils/timestamp.h"
 
@@ -754,6 +755,16 @@ extern void distseq_spi_enter_catalog(DistseqSpiContext *cxt);
 extern void distseq_spi_leave_catalog(DistseqSpiContext *cxt);
 extern DistseqCatalog distseq_catalog(void);
 extern Oid distseq_catalog_relid(const char *relname);
+/* where distseq_catalog_open() found a catalog table last */
+typedef struct DistseqTableCache
+{
+	Oid			relid;
+	Oid			nspid;
+} DistseqTableCache;
+
+extern Relation distseq_catalog_open(const char *relname,
+									 DistseqTableCache *cache,
+									 LOCKMODE lockmode);
 extern const char *distseq_catalog_schema(void);
 extern const char *distseq_extension_schema(void);
 extern TimeLineID distseq_timeline(void);
@@ -770,6 +781,14 @@ extern Datum distseq_int8_array(int64 *vals, int n);
 extern int64 *distseq_int8_values(Datum d, int *n);
 extern void distseq_xact_begin(void);
 extern void distseq_xact_commit(void);
+
+/* src/rows.c */
+typedef struct DistseqRows DistseqRows;
+extern DistseqRows *distseq_rows_begin(Relation rel);
+extern void distseq_rows_set(DistseqRows *rows, const char *column, Oid type,
+							 Datum value);
+extern void distseq_rows_insert(DistseqRows *rows);
+extern void distseq_rows_end(DistseqRows *rows);
 
 /* src/windows.c */
 extern void distseq_slots(int64 start_value, int64 max_value, int32 stripes,

@@ -3,7 +3,7 @@
  * spi.c
  *	  The SPI toolkit every catalog query of distseq goes through: the
  *	  extension's schema and installed version, looked up from pg_extension,
- *	  and the OIDs of its catalog tables;
+ *	  and the OIDs of its catalog tables, or the tables opened;
  *	  a search_path pinned to the catalog, and the bootstrap superuser's
  *	  rights for user backends that read the catalog tables; statements
  *	  run with kept plans (distseq_spi_exec) or once; bigint[] Datums; the
@@ -23,6 +23,7 @@
 
 #include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/relation.h"
 #include "access/table.h"
 #include "access/xact.h"
 #include "access/xlog.h"
@@ -204,6 +205,41 @@ distseq_catalog_relid(const char *relname)
 	if (!OidIsValid(relid))
 		elog(ERROR, "distseq: catalog table %s is missing", relname);
 	return relid;
+}
+
+/*
+ * Open a catalog table, as *cache found it last: the OID is checked at each
+ * use, since the extension may have been dropped and created again, or
+ * updated (1.5 moves the tables into schema distseq), since.
+ */
+Relation
+distseq_catalog_open(const char *relname, DistseqTableCache *cache,
+					 LOCKMODE lockmode)
+{
+	Relation	rel;
+
+	if (OidIsValid(cache->relid) &&
+		(rel = try_relation_open(cache->relid, lockmode)) != NULL)
+	{
+		if (RelationGetNamespace(rel) == cache->nspid &&
+			strcmp(RelationGetRelationName(rel), relname) == 0)
+			return rel;
+		relation_close(rel, lockmode);
+	}
+	cache->relid = InvalidOid;
+
+	/*
+	 * Found by name, then locked, as RangeVarGetRelid() does: a DROP
+	 * EXTENSION that we waited for at the lock took the table away, and its
+	 * transaction may have created the extension again.  The lock processed
+	 * its invalidations, so the next look finds the new table.
+	 */
+	while ((rel = try_relation_open(distseq_catalog_relid(relname),
+									lockmode)) == NULL)
+		CHECK_FOR_INTERRUPTS();
+	cache->nspid = RelationGetNamespace(rel);
+	cache->relid = RelationGetRelid(rel);
+	return rel;
 }
 
 const char *

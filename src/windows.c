@@ -42,6 +42,7 @@
 #include "distseq.h"
 
 #include "access/htup_details.h"
+#include "access/table.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "funcapi.h"
@@ -269,12 +270,35 @@ distseq_windows_first(const DistseqCatalog *cat, int32 stripes,
 	return true;
 }
 
+/*
+ * Its row is this transaction's own, so no other can take it away: the
+ * windows go in without the executor (rows.c), which would check the
+ * foreign key to it.
+ */
 void
 distseq_windows_first_insert(const DistseqCatalog *cat, const char *name,
 							 int32 stripes, DistseqFirstWindows *w)
 {
-	if (w->n > 0)
-		windows_insert(cat, name, stripes, w->starts, w->ends, w->n);
+	static DistseqTableCache cache;
+	Relation	rel;
+	DistseqRows *rows;
+
+	if (w->n == 0)
+		return;
+	rel = distseq_catalog_open("distseq_windows", &cache, RowExclusiveLock);
+	rows = distseq_rows_begin(rel);
+	for (int i = 0; i < w->n; i++)
+	{
+		distseq_rows_set(rows, "sequence_name", TEXTOID, CStringGetTextDatum(name));
+		distseq_rows_set(rows, "window_start", INT8OID, Int64GetDatum(w->starts[i]));
+		distseq_rows_set(rows, "window_end", INT8OID, Int64GetDatum(w->ends[i]));
+		distseq_rows_set(rows, "next_hi", INT8OID, Int64GetDatum(w->starts[i]));
+		distseq_rows_insert(rows);
+	}
+	distseq_rows_end(rows);
+	table_close(rel, NoLock);
+	if (stripes == 1)
+		distseq_note_windows(cat->schema, cat->changes);
 }
 
 /*
