@@ -129,6 +129,13 @@ WHERE sequence_name IN ('rows_g', 'rows_h') ORDER BY 1;
 SELECT distseq_drop('rows_g');
 SELECT distseq_drop('rows_h');
 
+-- a peer's definition holds the CHECK constraints that the row's insert
+-- does not run: refused before anything is made
+SELECT distseq.distseq_peer_create('rows_p', 10, 100, 100, 5, 1, 0);
+SELECT distseq.distseq_peer_create('rows_p', 10, 100, 1, 9223372036854775807, 1, 0);
+SELECT count(*) FROM distseq.distseq_sequences WHERE sequence_name = 'rows_p';
+SELECT to_regclass('distseq.rows_p');
+
 SELECT distseq_drop('rows_a');
 SELECT distseq_drop('rows_b');
 SELECT distseq_drop('rows_e');
