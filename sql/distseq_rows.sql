@@ -70,6 +70,72 @@ SELECT distseq_create('rows_e');
 DROP EVENT TRIGGER rows_ddl;
 DROP FUNCTION rows_ddl();
 
+-- the backing sequence is what CREATE SEQUENCE run by the bootstrap
+-- superuser and ALTER SEQUENCE ... OWNER TO the creator made: the bootstrap
+-- superuser's default privileges in schema distseq apply (handed to the
+-- owner), the creator's own do not; the owner's dependency is recorded
+CREATE ROLE regress_rows_maker;
+GRANT EXECUTE ON FUNCTION distseq_create TO regress_rows_maker;
+ALTER DEFAULT PRIVILEGES IN SCHEMA distseq GRANT SELECT ON SEQUENCES TO PUBLIC;
+ALTER DEFAULT PRIVILEGES FOR ROLE regress_rows_maker
+	GRANT UPDATE ON SEQUENCES TO PUBLIC;
+SET ROLE regress_rows_maker;
+SELECT distseq_create('rows_f');
+RESET ROLE;
+SELECT relowner::regrole, relacl FROM pg_class
+WHERE oid = 'distseq.rows_f'::regclass;
+SELECT refclassid::regclass, refobjid::regnamespace, deptype FROM pg_depend
+WHERE classid = 'pg_class'::regclass AND objid = 'distseq.rows_f'::regclass;
+SELECT refobjid::regrole, deptype FROM pg_shdepend
+WHERE classid = 'pg_class'::regclass AND objid = 'distseq.rows_f'::regclass
+ORDER BY 2;
+SELECT distseq_drop('rows_f');
+ALTER DEFAULT PRIVILEGES IN SCHEMA distseq REVOKE SELECT ON SEQUENCES FROM PUBLIC;
+ALTER DEFAULT PRIVILEGES FOR ROLE regress_rows_maker
+	REVOKE UPDATE ON SEQUENCES FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION distseq_create FROM regress_rows_maker;
+DROP ROLE regress_rows_maker;
+
+-- a creation rolled back to a savepoint, one dropped and made again in
+-- the same transaction, one whose transaction drew values and rolled
+-- back, one refused for a name in schema distseq: each name can be
+-- created again, no lock is left behind, and the indexes are whole
+BEGIN;
+SAVEPOINT s;
+SELECT distseq_create('rows_g');
+ROLLBACK TO SAVEPOINT s;
+SELECT distseq_create('rows_g');
+SELECT distseq_nextval('rows_g');
+SELECT distseq_drop('rows_g');
+SELECT distseq_create('rows_g', start_value => 100);
+SELECT distseq_nextval('rows_g');
+COMMIT;
+BEGIN;
+SELECT distseq_create('rows_h');
+SELECT distseq_nextval('rows_h');
+ROLLBACK;
+SELECT distseq_create('rows_h');
+SELECT distseq_nextval('rows_h');
+SELECT distseq_create('distseq_windows_open');
+SELECT locktype, relation::regclass FROM pg_locks
+WHERE pid = pg_backend_pid() AND relation <> 'pg_locks'::regclass;
+SELECT c.relname, bt_index_check(c.oid, heapallindexed => true)
+FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+WHERE i.indrelid IN ('distseq.distseq_sequences'::regclass,
+					 'distseq.distseq_windows'::regclass)
+ORDER BY 1;
+SELECT sequence_name, start_value FROM distseq.distseq_sequences
+WHERE sequence_name IN ('rows_g', 'rows_h') ORDER BY 1;
+SELECT distseq_drop('rows_g');
+SELECT distseq_drop('rows_h');
+
+-- a peer's definition holds the CHECK constraints that the row's insert
+-- does not run: refused before anything is made
+SELECT distseq.distseq_peer_create('rows_p', 10, 100, 100, 5, 1, 0);
+SELECT distseq.distseq_peer_create('rows_p', 10, 100, 1, 9223372036854775807, 1, 0);
+SELECT count(*) FROM distseq.distseq_sequences WHERE sequence_name = 'rows_p';
+SELECT to_regclass('distseq.rows_p');
+
 SELECT distseq_drop('rows_a');
 SELECT distseq_drop('rows_b');
 SELECT distseq_drop('rows_e');

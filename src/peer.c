@@ -180,8 +180,15 @@ distseq_peer_create(PG_FUNCTION_ARGS)
 	distseq_check_loaded();
 	distseq_check_writable("distseq_peer_create()");
 	distseq_check_name(name);
+
+	/*
+	 * Every CHECK constraint of distseq_sequences, which the creation's
+	 * insert does not run (rows.c)
+	 */
 	if (PG_GETARG_INT32(5) < 1 || PG_GETARG_INT32(5) > DISTSEQ_MAX_OPEN_WINDOWS ||
-		PG_GETARG_INT32(1) < 1 || PG_GETARG_INT64(2) < 1)
+		PG_GETARG_INT32(1) < 1 || PG_GETARG_INT64(2) < 1 ||
+		PG_GETARG_INT64(3) > PG_GETARG_INT64(4) ||
+		PG_GETARG_INT64(4) == PG_INT64_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("invalid definition of distseq sequence \"%s\"", name)));
