@@ -414,9 +414,10 @@ catalog_backing_relation(const char *name, Oid owner)
 /*
  * Create a sequence: its backing relation, owned by "owner", its catalog row
  * and its first windows, all in the caller's transaction.  The row and the
- * windows go in without the executor (rows.c): the arguments were checked
- * against the table's constraints (sequence.c), and the windows' foreign
- * key points at the row this transaction just inserted.
+ * windows go in without the executor (rows.c): both callers check the
+ * arguments against the table's constraints first (sequence.c, peer.c),
+ * and the windows' foreign key points at the row this transaction just
+ * inserted.
  */
 void
 distseq_catalog_create(const char *name, Oid owner, int32 block_size,
