@@ -755,6 +755,7 @@ extern void distseq_spi_enter_catalog(DistseqSpiContext *cxt);
 extern void distseq_spi_leave_catalog(DistseqSpiContext *cxt);
 extern DistseqCatalog distseq_catalog(void);
 extern Oid distseq_catalog_relid(const char *relname);
+
 /* where distseq_catalog_open() found a catalog table last */
 typedef struct DistseqTableCache
 {

@@ -208,9 +208,9 @@ distseq_catalog_relid(const char *relname)
 }
 
 /*
- * Open a catalog table, as *cache found it last: the OID is checked at each
- * use, since the extension may have been dropped and created again, or
- * updated (1.5 moves the tables into schema distseq), since.
+ * Open a catalog table where *cache found it last.  The OID is checked at
+ * each use: the extension may have been dropped and created again, or
+ * updated (1.5 moves the tables into schema distseq), meanwhile.
  */
 Relation
 distseq_catalog_open(const char *relname, DistseqTableCache *cache,

@@ -271,9 +271,9 @@ distseq_windows_first(const DistseqCatalog *cat, int32 stripes,
 }
 
 /*
- * Its row is this transaction's own, so no other can take it away: the
- * windows go in without the executor (rows.c), which would check the
- * foreign key to it.
+ * The sequence's row is this transaction's own, so no other can delete it:
+ * the windows go in without the executor (rows.c) and without the check of
+ * their foreign key to that row, which the executor would run.
  */
 void
 distseq_windows_first_insert(const DistseqCatalog *cat, const char *name,
