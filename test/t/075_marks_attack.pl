@@ -345,6 +345,17 @@ $a_pid = $a->query_safe('SELECT pg_backend_pid()');
 $a->query_safe('BEGIN;' . draw(1, 2, 3));
 kill 'KILL', $a_pid;
 $a->{run}->kill_kill;
+# the crash restart: a psql refused while the server recovers may exit
+# before poll_query_until() writes the query to its stdin, and the broken
+# pipe kills this script, so wait first for pg_isready, which sends none
+my $ready = 0;
+for (1 .. 600)
+{
+	$ready = IPC::Run::run([ 'pg_isready', '-q', '-d', $node->connstr('d1') ]);
+	last if $ready;
+	usleep(100_000);
+}
+$ready or die 'no restart';
 $node->poll_query_until('d1', 'SELECT true') or die 'no restart';
 my $log_offset = -s $node->logfile;
 $node->safe_psql('d1', draw(1 .. 8) . recreate('s1') . draw(1));
