@@ -6,7 +6,7 @@ RESET client_min_messages;
 -- Shared memory follows the formula README.md states (shmem.c,
 -- distseq_shmem_size), for the allocation named "distseq":
 --
---   size = 50,264 + 480 * E + 2,024 * W + 8 * B + 12 * K * B
+--   size = 50,264 + 512 * E + 2,024 * W + 8 * B + 12 * K * B
 --
 -- (the last term rounded up to a multiple of 8) with E entries
 -- (distseq.max_sequences), W worker slots (max_worker_processes: one per
@@ -39,9 +39,9 @@ WITH settings AS (
 	FROM pg_shmem_allocations a, settings s
 	WHERE a.name = 'distseq'
 )
-SELECT size = 50264 + 480 * entries + 2024 * workers + 8 * backends
+SELECT size = 50264 + 512 * entries + 2024 * workers + 8 * backends
 			  + (12 * marks * backends + 7) / 8 * 8 AS as_documented,
-	   50264 + 480 * 128 + 2024 * 8 + (8 + 12 * 32) * default_backends
+	   50264 + 512 * 128 + 2024 * 8 + (8 + 12 * 32) * default_backends
 		   < 1024 * 1024 AS defaults_under_a_megabyte
 FROM measured;
 

@@ -146,6 +146,13 @@ distseq_stream_draw(DistseqStreamCache *cache, int64 *slot)
 	return true;
 }
 
+/* Entries start on a cache line of their own, where the compiler can say so */
+#ifdef pg_attribute_aligned
+#define DISTSEQ_LINE_ALIGNED pg_attribute_aligned(PG_CACHE_LINE_SIZE)
+#else
+#define DISTSEQ_LINE_ALIGNED
+#endif
+
 /*
  * One sequence in use.  gen == 0 marks a free entry.  The identity of a
  * sequence is (dboid, relid, gen): the backing relation and a random
@@ -154,25 +161,31 @@ distseq_stream_draw(DistseqStreamCache *cache, int64 *slot)
  */
 typedef struct DistseqSeq
 {
-	/* identity and parameters, protected by DistseqShared->lock */
+	/*
+	 * What a transaction's first draw reads, in the entry's first two cache
+	 * lines (entries are aligned to one): with thousands of sequences in
+	 * use, each line of it misses the CPU's caches.
+	 */
+	/* identity, protected by DistseqShared->lock */
 	Oid			dboid;
 	Oid			relid;
 	pg_atomic_uint64 gen;
 	pg_atomic_uint32 drop_state;	/* DISTSEQ_DROP_*, see inuse.c */
 	pg_atomic_uint32 drops;		/* drops of it that ended, see inuse.c */
+	/* the stream, drawn from without a lock (pool.c) */
+	pg_atomic_uint64 stream;
+	DistseqChunk chunks[2];		/* by number % 2; written under lock */
+
+	/* parameters, protected by DistseqShared->lock */
 	char		name[NAMEDATALEN];
 	int32		block_size;
 	int64		max_value;
 	int32		stripes;
 	int32		stripe;
 
-	/* the stream, drawn from without a lock (pool.c) */
-	pg_atomic_uint64 stream;
-
 	/* the rest is protected by lock */
 	LWLock	   *lock;
 	ConditionVariable cv;		/* broadcast when a refill ends */
-	DistseqChunk chunks[2];		/* by number % 2 */
 	uint64		incarnation;	/* bumped at every change of identity */
 	int64		stream_last;	/* last slot of the last chunk installed in
 								 * this incarnation (below its rest once
@@ -205,7 +218,7 @@ typedef struct DistseqSeq
 	int64		refills;
 	int64		waits;
 	double		wait_ms;
-} DistseqSeq;
+} DISTSEQ_LINE_ALIGNED DistseqSeq;
 
 /*
  * Does the entry carry this identity?  gen is read first: an entry being
@@ -255,15 +268,19 @@ typedef struct DistseqFailure
 #define DISTSEQ_DROP_PHASE(state)	((state) & 3)
 #define DISTSEQ_DROP_STATE(phase, pid)	((phase) | ((uint32) (pid) << 2))
 
-/* A sequence's definition, as read from the catalog */
+/*
+ * A sequence's definition, as read from the catalog.  stripes and stripe
+ * first: every value is computed from them, and nextval.c keeps the head of
+ * a definition next to the rest of what a draw reads.
+ */
 typedef struct DistseqDef
 {
+	int32		stripes;
+	int32		stripe;
 	Oid			relid;
 	uint64		gen;
 	int32		block_size;
 	int64		max_value;
-	int32		stripes;
-	int32		stripe;
 } DistseqDef;
 
 /*

@@ -87,28 +87,33 @@ typedef struct CallSite
 
 struct LocalSeq
 {
+	/*
+	 * What a transaction's first draw reads comes first, right after the
+	 * key: with thousands of sequences in use, each draw from one of them
+	 * misses the CPU's caches on every line of it that it touches.
+	 */
 	char		name[NAMEDATALEN];	/* hash key */
-	CallSite	const_site;		/* { this, true } */
-	CallSite	var_site;		/* { this, false } */
 	bool		valid;			/* relid and gen are current */
+	bool		creating;		/* this transaction creates the sequence */
 	Oid			relid;
+	uint32		drops_seen;		/* ended drops of seq our relcache knows */
+	LocalTransactionId ready_lxid;	/* locked and checked in this xact */
+	Oid			ready_user;		/* ... for this role */
+	Oid			acl_user;		/* passed the privilege check, or invalid */
+	AclMode		acl_mode;		/* ... for this mode */
 	uint64		gen;
-	DistseqDef	def;
 	DistseqSeq *seq;			/* the entry, unless creating */
 	uint64		incarnation;	/* ... the incarnation of it we attached */
 	DistseqMarks *marks;		/* this backend's slot of marks it had
 								 * last, valid while it holds seq (inuse.c) */
 	DistseqStreamCache stream;	/* the chunk we drew from last, if this
 								 * transaction did */
-	uint32		drops_seen;		/* ended drops of seq our relcache knows */
-	LocalTransactionId ready_lxid;	/* locked and checked in this xact */
-	Oid			ready_user;		/* ... for this role */
-	Oid			acl_user;		/* passed the privilege check, or invalid */
-	AclMode		acl_mode;		/* ... for this mode */
 	uint64		last_gen;		/* generation of last, 0 if none */
 	int64		last;			/* slot of the last value this session got */
-	bool		creating;		/* this transaction creates the sequence */
-	DistseqRange xact_block;	/* ... and draws from this (increate.c) */
+	DistseqDef	def;
+	CallSite	const_site;		/* { this, true } */
+	CallSite	var_site;		/* { this, false } */
+	DistseqRange xact_block;	/* drawn from while creating (increate.c) */
 	uint64		xact_gen;		/* ... cut for this generation */
 };
 

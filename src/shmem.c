@@ -87,11 +87,10 @@ distseq_shmem_size(void)
 {
 	Size		size;
 
-	size = MAXALIGN(sizeof(DistseqShared));
+	size = mul_size(distseq_max_sequences, sizeof(DistseqSeq));
+	size = add_size(size, MAXALIGN(sizeof(DistseqShared)));
 	size = add_size(size, MAXALIGN(mul_size(max_worker_processes,
 											sizeof(DistseqDbWorker))));
-	size = add_size(size, MAXALIGN(mul_size(distseq_max_sequences,
-											sizeof(DistseqSeq))));
 	size = add_size(size, MAXALIGN(mul_size(MaxBackends,
 											sizeof(DistseqBackend))));
 	size = add_size(size, MAXALIGN(mul_size(mul_size(MaxBackends,
@@ -125,6 +124,7 @@ distseq_shmem_startup(void)
 {
 	bool		found;
 	char	   *ptr;
+	DistseqSeq *seqs;
 	HASHCTL		info;
 
 	if (prev_shmem_startup_hook)
@@ -132,13 +132,19 @@ distseq_shmem_startup(void)
 
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 
+	/*
+	 * The entries first: shared memory is handed out aligned to a cache
+	 * line, and their size is a multiple of one.
+	 */
 	ptr = ShmemInitStruct("distseq", distseq_shmem_size(), &found);
+	seqs = (DistseqSeq *) ptr;
+	Assert(((uintptr_t) seqs) % PG_CACHE_LINE_SIZE == 0);
+	ptr += mul_size(distseq_max_sequences, sizeof(DistseqSeq));
 	Distseq = (DistseqShared *) ptr;
+	Distseq->seqs = seqs;
 	ptr += MAXALIGN(sizeof(DistseqShared));
 	Distseq->workers = (DistseqDbWorker *) ptr;
 	ptr += MAXALIGN(mul_size(max_worker_processes, sizeof(DistseqDbWorker)));
-	Distseq->seqs = (DistseqSeq *) ptr;
-	ptr += MAXALIGN(mul_size(distseq_max_sequences, sizeof(DistseqSeq)));
 	Distseq->backends = (DistseqBackend *) ptr;
 	ptr += MAXALIGN(mul_size(MaxBackends, sizeof(DistseqBackend)));
 	Distseq->marks = (DistseqMarks *) ptr;
@@ -224,6 +230,16 @@ static int
 seq_index(DistseqSeq *seq)
 {
 	return seq - Distseq->seqs;
+}
+
+/*
+ * The lock of entry i, which seq->lock points to, without reading the entry:
+ * the tranche holds the global lock, then the entries' locks in order.
+ */
+static inline LWLock *
+entry_lock(int32 i)
+{
+	return &((LWLockPadded *) Distseq->lock)[1 + i].lock;
 }
 
 static void
@@ -809,7 +825,7 @@ distseq_my_marks(DistseqSeq *seq)
 
 	if (victim->entry >= 0)
 	{
-		LWLock	   *old = Distseq->seqs[victim->entry].lock;
+		LWLock	   *old = entry_lock(victim->entry);
 
 		LWLockAcquire(old, LW_SHARED);
 		victim->user_xact = InvalidLocalTransactionId;

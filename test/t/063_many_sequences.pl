@@ -98,7 +98,7 @@ is( $node->safe_psql(
 	'three workers run at once with two entries');
 
 # Shared memory, the allocation named "distseq": README's formula
-#   50,264 + 480 E + 2,024 W + 8 B + 12 K B (the last term rounded up to 8)
+#   50,264 + 512 E + 2,024 W + 8 B + 12 K B (the last term rounded up to 8)
 # E entries (distseq.max_sequences), W worker slots (max_worker_processes),
 # B backend slots (MaxBackends, as sql/distseq_memory.sql computes it), K
 # slots of marks per backend (distseq.backend_marks).
@@ -132,7 +132,7 @@ for my $conf (
 	$node->restart;
 	my ($size, $e, $w, $k, $b) = split(/\|/, shmem());
 	is($size,
-		50264 + 480 * $e + 2024 * $w + 8 * $b + marks_bytes($k, $b),
+		50264 + 512 * $e + 2024 * $w + 8 * $b + marks_bytes($k, $b),
 		"E = $e, W = $w, K = $k, B = $b: shared memory as README states");
 	push @sizes, [ $size, $e, $w, $k, $b ];
 }
@@ -140,7 +140,7 @@ for my $conf (
 # each term on its own: an entry, a worker slot, a slot of marks
 my ($s1, $s2, $s3, $s4) = @sizes;
 is(($s2->[0] - $s1->[0]) / ($s2->[1] - $s1->[1]),
-	480, 'an entry costs 480 bytes, whatever the number of backends');
+	512, 'an entry costs 512 bytes, whatever the number of backends');
 is( ($s3->[0] - $s2->[0] - (8 + 12 * $s2->[3]) * ($s3->[4] - $s2->[4])) /
 	  ($s3->[2] - $s2->[2]),
 	2024,
