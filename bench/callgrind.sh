@@ -39,6 +39,13 @@
 #   bash bench/callgrind.sh --m1 2000 --m2 6000    # default 5,000 and 15,000
 #   bash bench/callgrind.sh --only xact            # or --only rows
 #
+# With --cache-sim, callgrind also simulates a data cache of 32 kB and a
+# last-level cache of 256 kB (64-byte lines; about what each of 200
+# backends gets of this machine's 32 MB L3), and the transactions' rows
+# also print the data reads that missed each, per transaction: what
+# drawing from many sequences costs in memory rather than instructions.
+# Slower; instruction counts are the same.
+#
 # Writes bench/out/callgrind.csv.
 #
 # A refill on a long history against a fresh one (only this, instead of
@@ -75,6 +82,7 @@ n2=300000
 m1=5000
 m2=15000
 only=
+bench_cg_opts=
 aged=
 aged_draw=2000
 keep=0
@@ -90,6 +98,7 @@ while [ $# -gt 0 ]; do
 			case $only in rows|xact) ;; *) echo "--only takes rows or xact" >&2; exit 2 ;; esac ;;
 		--aged) aged=$2; shift ;;
 		--aged-draw) aged_draw=$2; shift ;;
+		--cache-sim) bench_cg_opts="--cache-sim=yes --D1=32768,8,64 --LL=262144,16,64" ;;
 		--keep) keep=1 ;;
 		--no-build) build=0 ;;
 		--pg) pg_major=$2; shift ;;
@@ -334,6 +343,14 @@ xact_total() {	# key M
 	echo "$bestpid $best"
 }
 
+# data reads that missed the simulated caches, in all, in a cg file:
+# "D1mr count" and "DLmr count"
+cg_misses() {	# pid
+	awk '/^events:/ { for (i = 2; i <= NF; i++) ev[i] = $i }
+		/^totals:/ { for (i = 2; i <= NF; i++) if (ev[i] == "D1mr" || ev[i] == "DLmr") print ev[i], $i }' \
+		"$work/cg/cg.$1" | sort
+}
+
 # inclusive instructions of each function of distseq.so in a cg file: "fn count"
 cg_distseq_fns() {	# pid
 	callgrind_annotate --inclusive=yes --threshold=100 "$work/cg/cg.$1" 2>/dev/null |
@@ -357,7 +374,7 @@ if [ "$only" != xact ]; then
 	done < <(variants)
 fi
 
-declare -A per_xact
+declare -A per_xact misses
 if [ "$only" != rows ]; then
 	while IFS='|' read -r key label stmt; do
 		printf '%b\n' "$stmt" > "$work/xact_$key.sql"
@@ -368,6 +385,9 @@ if [ "$only" != rows ]; then
 		read -r pb b < <(xact_total "$key" "$m2")
 		per_xact[$key]=$(awk -v a="$a" -v b="$b" -v n=$((m2 - m1)) 'BEGIN { printf "%.0f", (b - a) / n }')
 		echo "$key,$a,$b" >> "$work/xact_totals.csv"
+		[ -z "$bench_cg_opts" ] ||
+			misses[$key]=$(join <(cg_misses "$pa") <(cg_misses "$pb") |
+				awk -v n=$((m2 - m1)) '{ printf "%s %.1f\n", $1, ($3 - $2) / n }')
 		if [ "$key" = distseq ]; then
 			join <(cg_distseq_fns "$pa" | sort) <(cg_distseq_fns "$pb" | sort) |
 				awk -v n=$((m2 - m1)) '{ d = ($3 - $2) / n; if (d >= 1) printf "%s %.0f\n", $1, d }' |
@@ -428,6 +448,12 @@ if [ "$only" != rows ]; then
 	echo "(\"minus SELECT 1\" is what the statement adds to a one-statement transaction)"
 	echo "distseq_nextval('s') over an empty C function of an extension: $((per_xact[distseq] - per_xact[cfloor])) per transaction"
 	echo "a random one of 1,000 sequences over always the same one, on a backend that has used them all: $((per_xact[many] - per_xact[one])) per transaction"
+	if [ -n "$bench_cg_opts" ]; then
+		echo "data reads that missed the simulated caches (D1 32 kB, LL 256 kB), per transaction:"
+		while IFS='|' read -r key label stmt; do
+			printf "  %-40s %s\n" "$label" "$(echo "${misses[$key]}" | awk '{ printf "%s %s  ", $1, $2 }')"
+		done < <(xact_variants)
+	fi
 	if [ -s "$work/xact_fns.txt" ]; then
 		echo "distseq functions, inclusive instructions per transaction (callgrind_annotate):"
 		awk '{ printf "  %-30s %8s\n", $1, $2 }' "$work/xact_fns.txt"

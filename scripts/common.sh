@@ -194,9 +194,10 @@ SQL
 #   valgrind --tool=callgrind --trace-children=yes --callgrind-out-file=$work/cg/cg.%p
 # so that every backend writes its own file when it exits; sets bench_cg_pid
 # (valgrind's, for a clean-up that must kill it) and waits until it accepts
-# connections.  $work/cg must exist.
+# connections.  $work/cg must exist.  Further valgrind options, if any, in
+# $bench_cg_opts.
 bench_cg_start() {	# dir port
-	as_pg valgrind --tool=callgrind --trace-children=yes \
+	as_pg valgrind --tool=callgrind --trace-children=yes ${bench_cg_opts:-} \
 		--callgrind-out-file="$work/cg/cg.%p" \
 		"$PGBIN/postgres" -D "$work/$1" > "$work/$1.log" 2>&1 &
 	bench_cg_pid=$!
