@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # distseq benchmark: many sequences, many clients.
 #
-#   bash bench/many.sh            # full run (about 18 minutes)
+#   bash bench/many.sh            # full run (about 25 minutes)
 #   bash bench/many.sh --quick    # smoke run (about a minute)
 #
 # Options (after --quick, if any, to override it):
@@ -9,6 +9,8 @@
 #   --clients C      pgbench clients               (full 200, quick 20)
 #   --duration S     seconds per pgbench run       (full 10, quick 2)
 #   --rounds R       interleaved pgbench rounds    (full 3, quick 1)
+#   --settle S       seconds warm backends draw before the calm wait
+#                    (full 30, quick 2)
 #   --keep           keep the work directory
 #   --no-build       use the installed extension, do not build and install it
 #   --pg MAJOR       PostgreSQL to run on: 15 (default) or one built by
@@ -29,10 +31,12 @@
 # sequences too.  Then the same draws on backends that have used every
 # sequence already, as a pool's long-lived connections have: each client
 # first draws from all N, 20 per transaction, then sets its
-# application_name; once every client has, and the refill worker has
-# made at most 10 refills in two seconds (the warm-up drew from every
-# sequence at once, and their next segments come in a wave), the median
-# tps per second of the next S seconds counts, in R rounds.  Warm many ÷ one compares
+# application_name; once every client has, the clients draw for 30 more
+# seconds (the warm-up drew from every sequence at once, so their next
+# segments are asked for together, in a wave of thousands of refills that
+# comes some seconds later), then once the refill worker has made at most
+# 10 refills in two seconds, the median tps per second of the next S
+# seconds counts, in R rounds.  Warm many ÷ one compares
 # those draws with the same warmed-up backends drawing from one sequence
 # (k always 1), measured the same way, so that only the number of
 # sequences differs; the two run back to back in each round and the ratio
@@ -49,16 +53,18 @@ nseq=10000
 clients=200
 duration=10
 rounds=3
+settle=30
 keep=0
 build=1
 pg_major=
 while [ $# -gt 0 ]; do
 	case $1 in
-		--quick) nseq=1000; clients=20; duration=2; rounds=1 ;;
+		--quick) nseq=1000; clients=20; duration=2; rounds=1; settle=2 ;;
 		--sequences) nseq=$2; shift ;;
 		--clients) clients=$2; shift ;;
 		--duration) duration=$2; shift ;;
 		--rounds) rounds=$2; shift ;;
+		--settle) settle=$2; shift ;;
 		--keep) keep=1 ;;
 		--no-build) build=0 ;;
 		--pg) pg_major=$2; shift ;;
@@ -190,10 +196,10 @@ for r in $(seq 0 "$rounds"); do
 done
 
 # Warm backends: once every client has said it is done warming up (its
-# application_name) and the refill worker is calm, the next $duration
-# seconds count; then pgbench stops.
+# application_name), has drawn $settle seconds more and the refill worker
+# is calm, the next $duration seconds count; then pgbench stops.
 warm_round() {	# kind: prints the median tps per second
-	local res=$work/warm.out t0 now ready= calm= i r r0 r1 made waited
+	local res=$work/warm.out t0 now ready= calm= i r r0 r1 rs made waited tps
 	t0=$(date +%s%N)
 	as_pg "$PGBIN/pgbench" -n -M prepared -h "$work" -p "$port" -c "$clients" -j 2 \
 		-T 1800 -P 1 -D warmed=0 -f "$work/scripts/$1.sql" bench > "$res" 2>&1 &
@@ -206,10 +212,13 @@ warm_round() {	# kind: prints the median tps per second
 		fi
 	done
 	[ -n "$ready" ] || { echo "pgbench $1: the clients never finished warming up" >&2; exit 1; }
-	# the warm-up drew from every sequence at once, and their refills come
-	# in a wave of hundreds a second: the measured seconds start once the
-	# worker made at most 10 in two seconds, which a hot sequence's own
-	# refills stay under (or after two minutes)
+	# the warm-up drew from every sequence at once, and their next refills
+	# come in a wave of thousands, seconds later: the measured seconds start
+	# $settle seconds on, once the worker made at most 10 refills in two
+	# seconds, which a hot sequence's own refills stay under (or after two
+	# more minutes)
+	rs=$(psql_a -At -c "SELECT sum(refills) FROM distseq_status")
+	sleep "$settle"
 	r0=$(psql_a -At -c "SELECT sum(refills) FROM distseq_status")
 	for i in $(seq 1 60); do
 		sleep 2
@@ -223,13 +232,16 @@ warm_round() {	# kind: prints the median tps per second
 	waited=$(( calm - ready ))
 	sleep $(( duration + 2 ))
 	r1=$(psql_a -At -c "SELECT sum(refills) FROM distseq_status")
-	pkill -INT -f "pgbench .*/$1.sql" || true
+	# TERM: a script started in the background ignores SIGINT, and so do
+	# the commands it starts
+	pkill -TERM -f "pgbench .*/$1.sql" || true
 	wait
 	! grep -q 'aborted' "$res" || { echo "pgbench $1 failed:" >&2; cat "$res" >&2; exit 1; }
-	bench_log "$1: every client warm after ${ready}s, the refill worker calm ${waited}s later; $((r1 - r0)) refills in the $((duration + 2))s after"
-	awk -v from="$calm" -v to=$(( calm + duration )) \
+	tps=$(awk -v from="$calm" -v to=$(( calm + duration )) \
 		'/^progress: / && $2 + 0 > from && $2 + 0 <= to { print $4 }' "$res" |
-		sort -g | awk '{ v[++n] = $1 } END { if (n) print (n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2) }'
+		sort -g | awk '{ v[++n] = $1 } END { if (n) print (n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2) }')
+	bench_log "$1: every client warm after ${ready}s; $((r0 - rs)) refills in the ${settle}s after, calm $((waited - settle))s later; $((r1 - r0)) refills in the $((duration + 2))s after; median ${tps} tps"
+	echo "$tps"
 }
 # many and one of each kind back to back, which goes first alternating:
 # warm many ÷ one is the median of the rounds' own ratios
