@@ -93,24 +93,10 @@ names_open(LOCKMODE lockmode)
 	return distseq_catalog_open("distseq_sequences", &names_cache, lockmode);
 }
 
-/* A column of distseq_sequences by name; 0 if this version has none */
-static AttrNumber
-names_column(TupleDesc desc, const char *column)
-{
-	for (int i = 0; i < desc->natts; i++)
-	{
-		Form_pg_attribute att = TupleDescAttr(desc, i);
-
-		if (!att->attisdropped && strcmp(NameStr(att->attname), column) == 0)
-			return att->attnum;
-	}
-	return InvalidAttrNumber;
-}
-
 static Datum
 names_value(HeapTuple tup, TupleDesc desc, const char *column, Datum absent)
 {
-	AttrNumber	attnum = names_column(desc, column);
+	AttrNumber	attnum = distseq_column(desc, column);
 	bool		isnull;
 	Datum		value;
 
@@ -136,7 +122,7 @@ names_find(const char *name, bool latest, DistseqDef *def)
 {
 	Relation	rel = names_open(AccessShareLock);
 	TupleDesc	desc = RelationGetDescr(rel);
-	AttrNumber	nameatt = names_column(desc, "sequence_name");
+	AttrNumber	nameatt = distseq_column(desc, "sequence_name");
 	Snapshot	snapshot;
 	ScanKeyData key;
 	SysScanDesc scan;

@@ -802,6 +802,7 @@ extern void distseq_xact_commit(void);
 
 /* src/rows.c */
 typedef struct DistseqRows DistseqRows;
+extern AttrNumber distseq_column(TupleDesc desc, const char *column);
 extern DistseqRows *distseq_rows_begin(Relation rel);
 extern void distseq_rows_set(DistseqRows *rows, const char *column, Oid type,
 							 Datum value);

@@ -7,6 +7,7 @@
  *	  through SPI, planning and executing the two INSERTs, re-reading the
  *	  tables' CHECK constraints and running the foreign key's check cost
  *	  about as much as the backing sequence's CREATE SEQUENCE itself.
+ *	  Also the lookup of a column by name, which reading them uses too.
  *
  * The caller names the columns it sets, with their types; every other
  * column gets its default, as an INSERT naming the same columns would.
@@ -64,29 +65,39 @@ distseq_rows_begin(Relation rel)
 	return rows;
 }
 
+/* The number of a table's column by name, or InvalidAttrNumber */
+AttrNumber
+distseq_column(TupleDesc desc, const char *column)
+{
+	for (int i = 0; i < desc->natts; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+
+		if (!att->attisdropped && strcmp(NameStr(att->attname), column) == 0)
+			return att->attnum;
+	}
+	return InvalidAttrNumber;
+}
+
 /* Set a column of the next row: "type" must be the column's type */
 void
 distseq_rows_set(DistseqRows *rows, const char *column, Oid type, Datum value)
 {
 	TupleDesc	desc = RelationGetDescr(rows->rel);
+	AttrNumber	attnum = distseq_column(desc, column);
+	Form_pg_attribute att;
 
-	for (int i = 0; i < desc->natts; i++)
-	{
-		Form_pg_attribute att = TupleDescAttr(desc, i);
-
-		if (att->attisdropped || strcmp(NameStr(att->attname), column) != 0)
-			continue;
-		if (att->atttypid != type)
-			elog(ERROR, "distseq: column %s of %s has type %s, not %s",
-				 column, RelationGetRelationName(rows->rel),
-				 format_type_be(att->atttypid), format_type_be(type));
-		rows->slot->tts_values[i] = value;
-		rows->slot->tts_isnull[i] = false;
-		rows->set[i] = true;
-		return;
-	}
-	elog(ERROR, "distseq: %s has no column %s",
-		 RelationGetRelationName(rows->rel), column);
+	if (attnum == InvalidAttrNumber)
+		elog(ERROR, "distseq: %s has no column %s",
+			 RelationGetRelationName(rows->rel), column);
+	att = TupleDescAttr(desc, attnum - 1);
+	if (att->atttypid != type)
+		elog(ERROR, "distseq: column %s of %s has type %s, not %s",
+			 column, RelationGetRelationName(rows->rel),
+			 format_type_be(att->atttypid), format_type_be(type));
+	rows->slot->tts_values[attnum - 1] = value;
+	rows->slot->tts_isnull[attnum - 1] = false;
+	rows->set[attnum - 1] = true;
 }
 
 /* Insert the row set so far, every other column at its default */
