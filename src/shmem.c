@@ -827,6 +827,8 @@ distseq_my_marks(DistseqSeq *seq)
 	{
 		LWLock	   *old = entry_lock(victim->entry);
 
+		Assert(old == Distseq->seqs[victim->entry].lock);
+
 		LWLockAcquire(old, LW_SHARED);
 		victim->user_xact = InvalidLocalTransactionId;
 		victim->waited_xact = InvalidLocalTransactionId;
