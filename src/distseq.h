@@ -4,17 +4,17 @@
  *	  Shared declarations of the distseq extension: the shared-memory
  *	  layout, the GUCs and the entry points of each subsystem.
  *
- * Shared memory holds three things, all sized at postmaster start:
+ * Shared memory holds these, in this order, all sized at postmaster start:
  *
- *	- DistseqShared: a header with the global lock, and an array of
- *	  max_worker_processes DistseqDbWorker slots, one per database that has
- *	  a refill worker (a database without a free background worker slot
- *	  cannot run one anyway);
  *	- an array of distseq.max_sequences DistseqSeq entries, one per sequence
  *	  in use anywhere in the cluster, each with its own pool and LWLock;
  *	  an idle one is taken over by another sequence when none is free;
  *	  a hash table ("distseq entries", shmem.c) finds an entry by its
  *	  identity;
+ *	- DistseqShared: a header with the global lock, and an array of
+ *	  max_worker_processes DistseqDbWorker slots, one per database that has
+ *	  a refill worker (a database without a free background worker slot
+ *	  cannot run one anyway);
  *	- an array of MaxBackends x distseq.backend_marks DistseqMarks slots:
  *	  a backend's marks on the entries it used last, one entry per slot,
  *	  which make a DROP wait for it (inuse.c); a backend that uses more
@@ -146,13 +146,6 @@ distseq_stream_draw(DistseqStreamCache *cache, int64 *slot)
 	return true;
 }
 
-/* Entries start on a cache line of their own, where the compiler can say so */
-#ifdef pg_attribute_aligned
-#define DISTSEQ_LINE_ALIGNED pg_attribute_aligned(PG_CACHE_LINE_SIZE)
-#else
-#define DISTSEQ_LINE_ALIGNED
-#endif
-
 /*
  * One sequence in use.  gen == 0 marks a free entry.  The identity of a
  * sequence is (dboid, relid, gen): the backing relation and a random
@@ -162,9 +155,10 @@ distseq_stream_draw(DistseqStreamCache *cache, int64 *slot)
 typedef struct DistseqSeq
 {
 	/*
-	 * What a transaction's first draw reads, in the entry's first two cache
-	 * lines (entries are aligned to one): with thousands of sequences in
-	 * use, each line of it misses the CPU's caches.
+	 * What a transaction's first draw reads, in the first 96 bytes: two of
+	 * the CPU's 64-byte cache lines, since entries are aligned to
+	 * PG_CACHE_LINE_SIZE (128).  With thousands of sequences in use, each
+	 * line of it misses the CPU's caches.
 	 */
 	/* identity, protected by DistseqShared->lock */
 	Oid			dboid;
@@ -218,7 +212,15 @@ typedef struct DistseqSeq
 	int64		refills;
 	int64		waits;
 	double		wait_ms;
-} DISTSEQ_LINE_ALIGNED DistseqSeq;
+} pg_attribute_aligned(PG_CACHE_LINE_SIZE) DistseqSeq;
+
+/*
+ * The compiler may move an entry's fields with instructions that need that
+ * alignment: entries live in Distseq->seqs, and copies of one on the stack
+ * (which the compiler aligns), never in palloc'd memory.
+ */
+StaticAssertDecl(sizeof(DistseqSeq) % PG_CACHE_LINE_SIZE == 0,
+				 "distseq entries must fill whole cache lines");
 
 /*
  * Does the entry carry this identity?  gen is read first: an entry being

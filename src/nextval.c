@@ -88,9 +88,11 @@ typedef struct CallSite
 struct LocalSeq
 {
 	/*
-	 * What a transaction's first draw reads comes first, right after the
+	 * What a statement's first draw reads comes first, right after the
 	 * key: with thousands of sequences in use, each draw from one of them
-	 * misses the CPU's caches on every line of it that it touches.
+	 * misses the CPU's caches on every line of it that it touches.  The
+	 * call sites come last: only later calls of the same expression read
+	 * them, when the rest is in the caches already.
 	 */
 	char		name[NAMEDATALEN];	/* hash key */
 	bool		valid;			/* relid and gen are current */

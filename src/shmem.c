@@ -133,8 +133,8 @@ distseq_shmem_startup(void)
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 
 	/*
-	 * The entries first: shared memory is handed out aligned to a cache
-	 * line, and their size is a multiple of one.
+	 * The entries first: shared memory is handed out aligned to
+	 * PG_CACHE_LINE_SIZE, as each entry must be (distseq.h).
 	 */
 	ptr = ShmemInitStruct("distseq", distseq_shmem_size(), &found);
 	seqs = (DistseqSeq *) ptr;
