@@ -38,6 +38,7 @@ for my $n (@names)
 	# each iteration is a transaction of its own; the session keeps its block
 	$node{$n}->safe_psql('postgres', q{
 		CREATE TABLE drawn (v bigint, t0 timestamptz, sess int);
+		CREATE TABLE drawing_stop (at timestamptz);
 		CREATE PROCEDURE draw(sess int, secs float8) LANGUAGE plpgsql AS $$
 		DECLARE
 			t0 timestamptz;
@@ -46,7 +47,7 @@ for my $n (@names)
 		BEGIN
 			LOOP
 				t0 := clock_timestamp();
-				EXIT WHEN t0 > stop;
+				EXIT WHEN t0 > stop OR EXISTS (SELECT FROM drawing_stop);
 				v := distseq_nextval('ids');
 				INSERT INTO drawn VALUES (v, t0, sess);
 				COMMIT;
@@ -70,7 +71,7 @@ sub top_mark
 	return $top;
 }
 
-# Two drawing sessions per node, for $secs seconds
+# Two drawing sessions per node, for $secs seconds or until stop_drawing()
 sub start_drawing
 {
 	my ($secs, $sess) = @_;
@@ -95,6 +96,22 @@ sub start_drawing
 	return @h;
 }
 
+# Once every node has drawn after $t in a session numbered above $sess,
+# stop the drawing sessions: they must not run out of time before a call
+# that took long returned
+sub stop_drawing
+{
+	my ($t, $sess) = @_;
+	for my $n (@names)
+	{
+		$node{$n}->poll_query_until('postgres',
+			"SELECT count(*) > 0 FROM drawn WHERE t0 > '$t' AND sess > $sess")
+		  or diag("node $n did not draw after the call returned");
+	}
+	$node{$_}->safe_psql('postgres', 'INSERT INTO drawing_stop VALUES (now())')
+	  for @names;
+}
+
 sub finish_drawing
 {
 	for my $c (@_)
@@ -103,6 +120,7 @@ sub finish_drawing
 		ok($ok && $c->{h}->result == 0, "drawing session $c->{name} ended cleanly")
 		  or diag("stderr: ${$c->{err}}");
 	}
+	$node{$_}->safe_psql('postgres', 'DELETE FROM drawing_stop') for @names;
 }
 
 # Every node: values drawn after $t are above $floor, there are some, and no
@@ -141,7 +159,7 @@ sub check_unique
 }
 
 # --- setval while every node draws ---
-my @drawing = start_drawing(6, 0);
+my @drawing = start_drawing(120, 0);
 # every session holds a block before the call
 $node{$_}->poll_query_until('postgres',
 	'SELECT count(DISTINCT sess) = 2 FROM drawn')
@@ -157,6 +175,7 @@ for my $n (@names)
 			"SELECT count(DISTINCT sess) FROM drawn WHERE t0 < '$t'"),
 		'2', "both sessions on node $n drew before the call");
 }
+stop_drawing($t, 0);
 finish_drawing(@drawing);
 check_after($t, $floor, 'setval on a');
 check_unique();
@@ -191,7 +210,7 @@ like($node{a}->safe_psql('postgres', "SELECT distseq_nextval('ids')"),
 
 # back: the call succeeds, and every node draws above the floor
 $node{c}->start;
-@drawing = start_drawing(5, 6);
+@drawing = start_drawing(120, 6);
 $node{$_}->poll_query_until('postgres',
 	'SELECT count(DISTINCT sess) = 2 FROM drawn WHERE sess > 6')
   or die "node $_ does not draw"
@@ -212,6 +231,7 @@ for my $try (1 .. 20)
 }
 ok($ok, 'distseq_setval succeeds once the member is back') or diag($err);
 ($ret, $t) = split /\n/, $out;
+stop_drawing($t, 6);
 finish_drawing(@drawing);
 check_after($t, $floor2, 'setval after the member came back');
 check_unique();
