@@ -199,7 +199,7 @@ done
 # application_name), has drawn $settle seconds more and the refill worker
 # is calm, the next $duration seconds count; then pgbench stops.
 warm_round() {	# kind: prints the median tps per second
-	local res=$work/warm.out t0 now ready= calm= i r r0 r1 rs made waited tps
+	local res=$work/warm.out t0 now ready= calm= i r r0 r1 rs rsettled made waited tps
 	t0=$(date +%s%N)
 	as_pg "$PGBIN/pgbench" -n -M prepared -h "$work" -p "$port" -c "$clients" -j 2 \
 		-T 1800 -P 1 -D warmed=0 -f "$work/scripts/$1.sql" bench > "$res" 2>&1 &
@@ -220,6 +220,7 @@ warm_round() {	# kind: prints the median tps per second
 	rs=$(psql_a -At -c "SELECT sum(refills) FROM distseq_status")
 	sleep "$settle"
 	r0=$(psql_a -At -c "SELECT sum(refills) FROM distseq_status")
+	rsettled=$r0
 	for i in $(seq 1 60); do
 		sleep 2
 		r=$(psql_a -At -c "SELECT sum(refills) FROM distseq_status")
@@ -240,7 +241,7 @@ warm_round() {	# kind: prints the median tps per second
 	tps=$(awk -v from="$calm" -v to=$(( calm + duration )) \
 		'/^progress: / && $2 + 0 > from && $2 + 0 <= to { print $4 }' "$res" |
 		sort -g | awk '{ v[++n] = $1 } END { if (n) print (n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2) }')
-	bench_log "$1: every client warm after ${ready}s; $((r0 - rs)) refills in the ${settle}s after, calm $((waited - settle))s later; $((r1 - r0)) refills in the $((duration + 2))s after; median ${tps} tps"
+	bench_log "$1: every client warm after ${ready}s; $((rsettled - rs)) refills in the ${settle}s after; calm $((waited - settle))s later, after $((r0 - rsettled)) more; $((r1 - r0)) refills in the $((duration + 2))s after; median ${tps} tps"
 	echo "$tps"
 }
 # many and one of each kind back to back, which goes first alternating:

@@ -6,14 +6,14 @@ RESET client_min_messages;
 -- Shared memory follows the formula README.md states (shmem.c,
 -- distseq_shmem_size), for the allocation named "distseq":
 --
---   size = 50,264 + 512 * E + 2,024 * W + 8 * B + 12 * K * B
+--   size = 50,264 + 512 * E + 2,024 * W + 8 * B + 16 * K * B
 --
--- (the last term rounded up to a multiple of 8) with E entries
+-- with E entries
 -- (distseq.max_sequences), W worker slots (max_worker_processes: one per
 -- database whose worker runs), B backend slots (MaxBackends) and K slots of
 -- marks per backend (distseq.backend_marks).  50,264 bytes are the header
 -- and the ring of the reasons of the last 64 failed refills; a backend slot
--- is 8 bytes and a slot of marks 12, the only terms that grow with B, and
+-- is 8 bytes and a slot of marks 16, the only terms that grow with B, and
 -- neither grows with E.  With the defaults (128 entries, 32 marks, 100
 -- connections, 8 worker processes) it all stays under a megabyte.
 -- test/t/063_many_sequences.pl measures each term on its own.
@@ -40,8 +40,8 @@ WITH settings AS (
 	WHERE a.name = 'distseq'
 )
 SELECT size = 50264 + 512 * entries + 2024 * workers + 8 * backends
-			  + (12 * marks * backends + 7) / 8 * 8 AS as_documented,
-	   50264 + 512 * 128 + 2024 * 8 + (8 + 12 * 32) * default_backends
+			  + 16 * marks * backends AS as_documented,
+	   50264 + 512 * 128 + 2024 * 8 + (8 + 16 * 32) * default_backends
 		   < 1024 * 1024 AS defaults_under_a_megabyte
 FROM measured;
 

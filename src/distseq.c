@@ -107,7 +107,7 @@ _PG_init(void)
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("distseq.backend_marks",
 							"Sets how many sequences a transaction uses without locking each one.",
-							"Each connection keeps this many slots in shared memory, 12 bytes each; a transaction that uses more distinct sequences takes AccessShareLock on the backing sequence of each further one, as native sequences do.",
+							"Each connection keeps this many slots in shared memory, 16 bytes each; a transaction that uses more distinct sequences takes AccessShareLock on the backing sequence of each further one, as native sequences do.",
 							&distseq_backend_marks,
 							32, 1, 1024,
 							PGC_POSTMASTER, 0,

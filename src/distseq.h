@@ -36,8 +36,8 @@
  *	  is taken last, under an entry's lock, and nothing is taken under it.
  *	- A DistseqMarks is written only by the backend that owns the slot, and
  *	  without any lock; others may read it, racily.  The one exception is
- *	  waited_xact, written by a DROP (inuse.c).  The owner gives a slot to
- *	  another entry under the old entry's lock (shmem.c).
+ *	  the transaction a dropper waits for, which a DROP writes (inuse.c)
+ *	  by compare-and-swap, together with the entry it expects there.
  *
  *-------------------------------------------------------------------------
  */
@@ -300,14 +300,29 @@ typedef struct DistseqDef
  * One of a backend's distseq.backend_marks slots: its marks on the entry the
  * slot holds, for the handshake with DROP described in inuse.c.  A backend
  * has at most one slot per entry.
+ *
+ * The entry and the transaction a dropper of it waits for share one word, so
+ * that a dropper copies an id into the slot only while the slot holds the
+ * entry it scans for (compare-and-swap), and the owner gives the slot to
+ * another entry, with no id copied, by one write.
  */
 typedef struct DistseqMarks
 {
-	int32		entry;			/* index in Distseq->seqs, or -1 */
+	pg_atomic_uint64 held;		/* DISTSEQ_HELD(entry, waited_xact): the
+								 * index in Distseq->seqs, or -1, and the
+								 * user_xact that a dropper waits for */
 	LocalTransactionId user_xact;	/* last transaction of ours using it
 									 * without a lock */
-	LocalTransactionId waited_xact; /* ... that a dropper waits for */
 } DistseqMarks;
+
+/* The memory formula (README.md) counts 16 bytes a slot: native atomics */
+StaticAssertDecl(sizeof(DistseqMarks) == 16,
+				 "a slot of marks is not 16 bytes");
+
+#define DISTSEQ_HELD(entry, waited_xact) \
+	(((uint64) (uint32) (entry) << 32) | (uint32) (waited_xact))
+#define DISTSEQ_HELD_ENTRY(held)	((int32) (uint32) ((held) >> 32))
+#define DISTSEQ_HELD_WAITED(held)	((LocalTransactionId) (uint32) (held))
 
 /* A backend that uses distseq */
 typedef struct DistseqBackend
@@ -437,11 +452,19 @@ extern DistseqMarks *distseq_my_marks(DistseqSeq *seq);
 extern bool distseq_seq_held(DistseqSeq *seq);
 extern bool *distseq_held_entries(void);
 
+/* The entry a slot of marks holds, or -1 */
+static inline int32
+distseq_marks_entry(DistseqMarks *marks)
+{
+	return DISTSEQ_HELD_ENTRY(pg_atomic_read_u64(&marks->held));
+}
+
 /* Does this backend's slot of marks hold the entry seq? */
 static inline bool
-distseq_marks_on(const DistseqMarks *marks, const DistseqSeq *seq)
+distseq_marks_on(DistseqMarks *marks, const DistseqSeq *seq)
 {
-	return marks != NULL && marks->entry == (int32) (seq - Distseq->seqs);
+	return marks != NULL &&
+		distseq_marks_entry(marks) == (int32) (seq - Distseq->seqs);
 }
 
 /* src/inuse.c */

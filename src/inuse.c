@@ -14,8 +14,9 @@
  *	  (user_xact), then reads the entry's drop state;
  *	- the dropper, in the object access hook (distseq.c), while it holds the
  *	  AccessExclusiveLock, sets the drop state to SCANNING, then reads every
- *	  backend's user_xact, copies each one it will wait for into waited_xact,
- *	  sets the state to SCANNED and waits for those transactions to end.
+ *	  backend's user_xact, copies each one it will wait for into the slot's
+ *	  waited_xact (the low half of its held word), sets the state to
+ *	  SCANNED and waits for those transactions to end.
  *
  * Both sides write, issue a full barrier and read, so at least one of them
  * sees the other.  A user that reads state 0 is seen by any drop that has not
@@ -55,10 +56,16 @@
  *	- a dropper that does not read our id at all is answered by the full
  *	  barriers above: we see its SCANNING or SCANNED.
  *
- * waited_xact stays exact: a slot changes entry only under the old entry's
- * lock, which a dropper holds while it scans and copies ids, and starts
- * clear on the new entry, so an id copied by a dropper of the old entry
- * never passes for one a dropper of the new entry waits for.  The take-over
+ * waited_xact stays exact: it shares one word with the slot's entry, which
+ * its owner changes by one write that also clears waited_xact, and a dropper
+ * copies an id in by compare-and-swap on the word with its own entry in it,
+ * so an id copied by a dropper of the old entry never passes for one a
+ * dropper of the new entry waits for.  A copy that fails found the slot
+ * given away since the dropper read its user_xact: that transaction has
+ * ended, or it cleared its mark and takes the relation's lock, which waits
+ * for the dropper; either way the dropper need not wait for it.  A copy that
+ * succeeds after the slot went to another entry and came back copies an id
+ * that no transaction still running has.  The take-over
  * of a parked entry (shmem.c, distseq_seq_held) reads the slots in the same
  * order, and against the entry's identity instead of its drop state.
  *
@@ -80,8 +87,8 @@
  * behind; a user holding AccessShareLock knows that no drop is under way and
  * clears it (distseq_drop_state_clear).
  *
- * Locking: a slot's entry and user_xact are written only by its owner, who
- * changes the entry, and clears waited_xact, under the old entry's lock;
+ * Locking: a slot's entry and user_xact are written only by its owner, with
+ * no lock (changing the entry clears waited_xact in the same write);
  * waited_xact otherwise, and the drop state, only by a dropper, which holds
  * AccessExclusiveLock on the relation (so there is one at a time),
  * DistseqShared->lock in shared mode while it scans (so the entry keeps its
@@ -156,7 +163,7 @@ distseq_use_unlocked(DistseqSeq *seq, DistseqMarks *marks, Oid relid,
 		}
 		pg_read_barrier();
 		if (DISTSEQ_DROP_PHASE(state) == DISTSEQ_DROP_SCANNED &&
-			marks->waited_xact != lxid)
+			DISTSEQ_HELD_WAITED(pg_atomic_read_u64(&marks->held)) != lxid)
 		{
 			bool		waited;
 
@@ -167,7 +174,8 @@ distseq_use_unlocked(DistseqSeq *seq, DistseqMarks *marks, Oid relid,
 			 * before it.
 			 */
 			LWLockAcquire(seq->lock, LW_SHARED);
-			waited = (marks->waited_xact == lxid);
+			waited = (DISTSEQ_HELD_WAITED(pg_atomic_read_u64(&marks->held)) ==
+					  lxid);
 			if (!waited)
 				marks->user_xact = InvalidLocalTransactionId;
 			LWLockRelease(seq->lock);
@@ -309,19 +317,24 @@ distseq_inuse_wait(Oid relid)
 			{
 				DistseqMarks *marks = &slots[k];
 				LocalTransactionId lxid = marks->user_xact;
+				uint64		held;
 
 				if (!LocalTransactionIdIsValid(lxid))
 					continue;
 
 				/*
 				 * The entry that goes with that id, and never a user in
-				 * another database, whatever its slot held.
+				 * another database, whatever its slot held.  The id goes in
+				 * only if the slot still holds our entry: if it changed
+				 * hands meanwhile, the id is of a transaction that ended.
 				 */
 				pg_read_barrier();
-				if (marks->entry != i ||
-					Distseq->backends[b].dboid != MyDatabaseId)
+				held = pg_atomic_read_u64(&marks->held);
+				if (DISTSEQ_HELD_ENTRY(held) != i ||
+					Distseq->backends[b].dboid != MyDatabaseId ||
+					!pg_atomic_compare_exchange_u64(&marks->held, &held,
+													DISTSEQ_HELD(i, lxid)))
 					continue;
-				marks->waited_xact = lxid;
 				DISTSEQ_SET_VXID(waits[nwaits], b, lxid);
 				nwaits++;
 				/* one slot per entry */

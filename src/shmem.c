@@ -169,9 +169,9 @@ distseq_shmem_startup(void)
 		memset(Distseq->backends, 0, mul_size(MaxBackends, sizeof(DistseqBackend)));
 		for (int i = 0; i < MaxBackends * distseq_backend_marks; i++)
 		{
-			Distseq->marks[i].entry = -1;
+			pg_atomic_init_u64(&Distseq->marks[i].held,
+							   DISTSEQ_HELD(-1, InvalidLocalTransactionId));
 			Distseq->marks[i].user_xact = InvalidLocalTransactionId;
-			Distseq->marks[i].waited_xact = InvalidLocalTransactionId;
 		}
 		Distseq->lock = &locks[0].lock;
 		Distseq->failure_lock = &locks[1 + distseq_max_sequences].lock;
@@ -230,16 +230,6 @@ static int
 seq_index(DistseqSeq *seq)
 {
 	return seq - Distseq->seqs;
-}
-
-/*
- * The lock of entry i, which seq->lock points to, without reading the entry:
- * the tranche holds the global lock, then the entries' locks in order.
- */
-static inline LWLock *
-entry_lock(int32 i)
-{
-	return &((LWLockPadded *) Distseq->lock)[1 + i].lock;
 }
 
 static void
@@ -404,7 +394,7 @@ distseq_seq_held(DistseqSeq *seq)
 			if (slots[k].user_xact != running)
 				continue;
 			pg_read_barrier();
-			if (slots[k].entry == i)
+			if (distseq_marks_entry(&slots[k]) == i)
 				return true;
 		}
 	}
@@ -440,7 +430,7 @@ distseq_held_entries(void)
 			if (slots[k].user_xact != running)
 				continue;
 			pg_read_barrier();
-			i = slots[k].entry;
+			i = distseq_marks_entry(&slots[k]);
 			if (i >= 0 && i < distseq_max_sequences &&
 				Distseq->seqs[i].dboid == dboid)
 				held[i] = true;
@@ -730,14 +720,12 @@ distseq_backend_attach(void)
 	slot = my_slot();
 	slots = &Distseq->marks[slot * distseq_backend_marks];
 	for (int k = 0; k < distseq_backend_marks; k++)
-	{
 		slots[k].user_xact = InvalidLocalTransactionId;
-		slots[k].waited_xact = InvalidLocalTransactionId;
-	}
 	/* a dropper reads user_xact before entry (inuse.c) */
 	pg_write_barrier();
 	for (int k = 0; k < distseq_backend_marks; k++)
-		slots[k].entry = -1;
+		pg_atomic_write_u64(&slots[k].held,
+							DISTSEQ_HELD(-1, InvalidLocalTransactionId));
 	if (my_entries == NULL)
 	{
 		/* one allocation: running out of memory leaves neither set */
@@ -772,14 +760,16 @@ distseq_backend_attach(void)
  *
  * A slot that marks the running transaction is never given away: a dropper
  * (inuse.c) or a taker (distseq_seq_held) that reads our transaction id in
- * it must find the entry we use there.  A slot is given away under the lock
- * of its old entry, which a dropper of that entry holds while it scans, so
- * that it cannot copy a transaction id into waited_xact after the slot has
- * changed hands; the new entry's waited_xact starts clear, so that a dropper
- * of the old entry that waited for us cannot pass for one of the new.  Its
- * user_xact is cleared before the entry changes: whoever reads user_xact,
+ * it must find the entry we use there.  A slot changes hands in one write of
+ * its held word, which clears the transaction a dropper waits for with it; a
+ * dropper of the old entry copies an id in only by compare-and-swap on a word
+ * that still holds its entry, so that no id it copied can pass for one that
+ * a dropper of the new entry waits for.  No lock is taken: a backend drawing
+ * from thousands of sequences gives a slot away in most of its transactions.
+ * Its user_xact is cleared before the entry changes: whoever reads user_xact,
  * then (read barrier) the entry, and finds the entry new, read an id of a
- * transaction that has ended, or none.
+ * transaction that has ended, or of ours that cleared its mark on the old
+ * entry and locks that relation instead, or none.
  */
 DistseqMarks *
 distseq_my_marks(DistseqSeq *seq)
@@ -823,25 +813,10 @@ distseq_my_marks(DistseqSeq *seq)
 	if (victim == NULL)
 		return NULL;
 
-	if (victim->entry >= 0)
-	{
-		LWLock	   *old = entry_lock(victim->entry);
-
-		Assert(old == Distseq->seqs[victim->entry].lock);
-
-		LWLockAcquire(old, LW_SHARED);
-		victim->user_xact = InvalidLocalTransactionId;
-		victim->waited_xact = InvalidLocalTransactionId;
-		pg_write_barrier();
-		victim->entry = i;
-		LWLockRelease(old);
-	}
-	else
-	{
-		victim->waited_xact = InvalidLocalTransactionId;
-		pg_write_barrier();
-		victim->entry = i;
-	}
+	victim->user_xact = InvalidLocalTransactionId;
+	pg_write_barrier();
+	pg_atomic_write_u64(&victim->held,
+						DISTSEQ_HELD(i, InvalidLocalTransactionId));
 	my_entries[k] = i;
 	my_passed[k] = victim->user_xact;
 	/* before the user_xact that says we use it (inuse.c) */

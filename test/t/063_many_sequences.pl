@@ -98,7 +98,7 @@ is( $node->safe_psql(
 	'three workers run at once with two entries');
 
 # Shared memory, the allocation named "distseq": README's formula
-#   50,264 + 512 E + 2,024 W + 8 B + 12 K B (the last term rounded up to 8)
+#   50,264 + 512 E + 2,024 W + 8 B + 16 K B
 # E entries (distseq.max_sequences), W worker slots (max_worker_processes),
 # B backend slots (MaxBackends, as sql/distseq_memory.sql computes it), K
 # slots of marks per backend (distseq.backend_marks).
@@ -120,7 +120,7 @@ sub shmem
 sub marks_bytes
 {
 	my ($k, $b) = @_;
-	return int((12 * $k * $b + 7) / 8) * 8;
+	return 16 * $k * $b;
 }
 my @sizes;
 for my $conf (
@@ -141,12 +141,12 @@ for my $conf (
 my ($s1, $s2, $s3, $s4) = @sizes;
 is(($s2->[0] - $s1->[0]) / ($s2->[1] - $s1->[1]),
 	512, 'an entry costs 512 bytes, whatever the number of backends');
-is( ($s3->[0] - $s2->[0] - (8 + 12 * $s2->[3]) * ($s3->[4] - $s2->[4])) /
+is( ($s3->[0] - $s2->[0] - (8 + 16 * $s2->[3]) * ($s3->[4] - $s2->[4])) /
 	  ($s3->[2] - $s2->[2]),
 	2024,
 	'a worker slot costs 2,024 bytes, whatever max_sequences is');
 is( ($s4->[0] - $s3->[0]) / (($s4->[3] - $s3->[3]) * $s4->[4]),
-	12, 'a slot of marks costs 12 bytes per backend');
+	16, 'a slot of marks costs 16 bytes per backend');
 
 # entries are found through a hash table by identity, sized by max_sequences
 is( $node->safe_psql(
