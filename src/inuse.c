@@ -326,7 +326,8 @@ distseq_inuse_wait(Oid relid)
 				 * The entry that goes with that id, and never a user in
 				 * another database, whatever its slot held.  The id goes in
 				 * only if the slot still holds our entry: if it changed
-				 * hands meanwhile, the id is of a transaction that ended.
+				 * hands meanwhile, that transaction has ended or locks the
+				 * relation (above).
 				 */
 				pg_read_barrier();
 				held = pg_atomic_read_u64(&marks->held);
