@@ -487,14 +487,16 @@ seq_lru_cmp(const void *a, const void *b)
  * exclusively.  When there is none, the least recently used entry that no
  * backend uses is asked to be parked (unless "more" is false and one is
  * asked already), and *ask set to the database whose worker does that (or
- * to one already asked, still at it); *ask stays invalid when every entry
- * is in use.
+ * to one already asked, still at it, or to one that is refilling an entry
+ * no backend uses: it can be parked once the refill is done); *ask stays
+ * invalid when every entry is in use.
  */
 static DistseqSeq *
 seq_take_locked(Oid *ask, bool more)
 {
 	DistseqSeq **parked;
 	DistseqSeq *idle = NULL;
+	Oid			refilling = InvalidOid;
 	int			nparked = 0;
 	bool	   *held;
 
@@ -560,6 +562,8 @@ seq_take_locked(Oid *ask, bool more)
 				 (idle == NULL || seq->last_used < idle->last_used) &&
 				 !held[i])
 			idle = seq;
+		else if (gen != 0 && seq->refill_pending && !held[i])
+			refilling = seq->dboid;
 		LWLockRelease(seq->lock);
 	}
 	pfree(held);
@@ -570,6 +574,8 @@ seq_take_locked(Oid *ask, bool more)
 		*ask = idle->dboid;
 		LWLockRelease(idle->lock);
 	}
+	else if (idle == NULL && !OidIsValid(*ask))
+		*ask = refilling;
 	return NULL;
 }
 
