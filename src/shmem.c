@@ -562,7 +562,8 @@ seq_take_locked(Oid *ask, bool more)
 				 (idle == NULL || seq->last_used < idle->last_used) &&
 				 !held[i])
 			idle = seq;
-		else if (gen != 0 && seq->refill_pending && !held[i])
+		else if (gen != 0 && seq->refill_pending && !held[i] &&
+				 pg_atomic_read_u32(&seq->drop_state) == 0)
 			refilling = seq->dboid;
 		LWLockRelease(seq->lock);
 	}
@@ -661,7 +662,7 @@ distseq_seq_attach(Oid relid, uint64 gen, const char *name,
 					(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
 					 errmsg("timed out waiting for a distseq entry for sequence \"%s\" of database \"%s\"",
 							name, dbname),
-					 errdetail("All %d entries (distseq.max_sequences) are in use, and the worker of database \"%s\" did not write one back within distseq.refill_timeout (%d ms).",
+					 errdetail("All %d entries (distseq.max_sequences) are in use, and the worker of database \"%s\" did not finish a refill or write an entry back within distseq.refill_timeout (%d ms).",
 							   distseq_max_sequences, owner, distseq_refill_timeout),
 					 errhint("Check the server log for errors of the distseq worker, or increase distseq.max_sequences.")));
 		}
