@@ -323,6 +323,8 @@ StaticAssertDecl(sizeof(DistseqMarks) == 16,
 	(((uint64) (uint32) (entry) << 32) | (uint32) (waited_xact))
 #define DISTSEQ_HELD_ENTRY(held)	((int32) (uint32) ((held) >> 32))
 #define DISTSEQ_HELD_WAITED(held)	((LocalTransactionId) (uint32) (held))
+/* a slot that holds no entry */
+#define DISTSEQ_HELD_FREE	DISTSEQ_HELD(-1, InvalidLocalTransactionId)
 
 /* A backend that uses distseq */
 typedef struct DistseqBackend
@@ -457,6 +459,13 @@ static inline int32
 distseq_marks_entry(DistseqMarks *marks)
 {
 	return DISTSEQ_HELD_ENTRY(pg_atomic_read_u64(&marks->held));
+}
+
+/* The transaction that a dropper of the slot's entry waits for */
+static inline LocalTransactionId
+distseq_marks_waited(DistseqMarks *marks)
+{
+	return DISTSEQ_HELD_WAITED(pg_atomic_read_u64(&marks->held));
 }
 
 /* Does this backend's slot of marks hold the entry seq? */

@@ -163,7 +163,7 @@ distseq_use_unlocked(DistseqSeq *seq, DistseqMarks *marks, Oid relid,
 		}
 		pg_read_barrier();
 		if (DISTSEQ_DROP_PHASE(state) == DISTSEQ_DROP_SCANNED &&
-			DISTSEQ_HELD_WAITED(pg_atomic_read_u64(&marks->held)) != lxid)
+			distseq_marks_waited(marks) != lxid)
 		{
 			bool		waited;
 
@@ -174,8 +174,7 @@ distseq_use_unlocked(DistseqSeq *seq, DistseqMarks *marks, Oid relid,
 			 * before it.
 			 */
 			LWLockAcquire(seq->lock, LW_SHARED);
-			waited = (DISTSEQ_HELD_WAITED(pg_atomic_read_u64(&marks->held)) ==
-					  lxid);
+			waited = (distseq_marks_waited(marks) == lxid);
 			if (!waited)
 				marks->user_xact = InvalidLocalTransactionId;
 			LWLockRelease(seq->lock);

@@ -169,8 +169,7 @@ distseq_shmem_startup(void)
 		memset(Distseq->backends, 0, mul_size(MaxBackends, sizeof(DistseqBackend)));
 		for (int i = 0; i < MaxBackends * distseq_backend_marks; i++)
 		{
-			pg_atomic_init_u64(&Distseq->marks[i].held,
-							   DISTSEQ_HELD(-1, InvalidLocalTransactionId));
+			pg_atomic_init_u64(&Distseq->marks[i].held, DISTSEQ_HELD_FREE);
 			Distseq->marks[i].user_xact = InvalidLocalTransactionId;
 		}
 		Distseq->lock = &locks[0].lock;
@@ -731,8 +730,7 @@ distseq_backend_attach(void)
 	/* a dropper reads user_xact before entry (inuse.c) */
 	pg_write_barrier();
 	for (int k = 0; k < distseq_backend_marks; k++)
-		pg_atomic_write_u64(&slots[k].held,
-							DISTSEQ_HELD(-1, InvalidLocalTransactionId));
+		pg_atomic_write_u64(&slots[k].held, DISTSEQ_HELD_FREE);
 	if (my_entries == NULL)
 	{
 		/* one allocation: running out of memory leaves neither set */
