@@ -11,13 +11,15 @@
 #   --rounds R       interleaved pgbench rounds    (full 3, quick 1)
 #   --settle S       seconds warm backends draw before the calm wait
 #                    (full 30, quick 2)
+#   --phase S        seconds of a turn of warm backends (full 5, quick 3)
+#   --pairs P        measured pairs of turns        (full 8, quick 2)
 #   --keep           keep the work directory
 #   --no-build       use the installed extension, do not build and install it
 #   --pg MAJOR       PostgreSQL to run on: 15 (default) or one built by
 #                    scripts/build-pg.sh
 #
 # One server with distseq.max_sequences = N + 10 and max_connections =
-# C + 10.  It times creating N distseq sequences (distseq_create, one
+# 2C + 10.  It times creating N distseq sequences (distseq_create, one
 # statement each, as a migration would) against N native sequences
 # (CREATE SEQUENCE ... CACHE 100), in ten interleaved chunks, and one
 # session's first draw from each.
@@ -31,16 +33,11 @@
 # sequences too.  Then the same draws on backends that have used every
 # sequence already, as a pool's long-lived connections have: each client
 # first draws from all N, 20 per transaction, then sets its
-# application_name; once every client has, the clients draw for 30 more
-# seconds (the warm-up drew from every sequence at once, so their next
-# segments are asked for together, in a wave of thousands of refills that
-# comes some seconds later), then once the refill worker has made at most
-# 10 refills in two seconds, the median tps per second of the next S
-# seconds counts, in R rounds.  Warm many ÷ one compares
-# those draws with the same warmed-up backends drawing from one sequence
-# (k always 1), measured the same way, so that only the number of
-# sequences differs; the two run back to back in each round and the ratio
-# is the median of the rounds' ratios.
+# application_name.  Two such runs of C clients each, one drawing from a
+# random one of the N once warm, the other from the first (so that only
+# the number of sequences differs), take turns: one draws while the other
+# is stopped, S seconds each (see warm_pair below).  Warm many ÷ one is
+# the median of the pairs of turns' own ratios.
 # Last, the shared memory distseq allocated (pg_shmem_allocations) and what
 # it comes to per sequence.  Results in bench/out/many.csv.
 set -euo pipefail
@@ -54,17 +51,21 @@ clients=200
 duration=10
 rounds=3
 settle=30
+phase=5
+pairs=8
 keep=0
 build=1
 pg_major=
 while [ $# -gt 0 ]; do
 	case $1 in
-		--quick) nseq=1000; clients=20; duration=2; rounds=1; settle=2 ;;
+		--quick) nseq=1000; clients=20; duration=2; rounds=1; settle=2; phase=3; pairs=2 ;;
 		--sequences) nseq=$2; shift ;;
 		--clients) clients=$2; shift ;;
 		--duration) duration=$2; shift ;;
 		--rounds) rounds=$2; shift ;;
 		--settle) settle=$2; shift ;;
+		--phase) phase=$2; shift ;;
+		--pairs) pairs=$2; shift ;;
 		--keep) keep=1 ;;
 		--no-build) build=0 ;;
 		--pg) pg_major=$2; shift ;;
@@ -88,7 +89,7 @@ psql_a() {
 }
 
 bench_initdb a "port = $port
-max_connections = $((clients + 10))
+max_connections = $((2 * clients + 10))
 shared_buffers = 256MB
 max_wal_size = 4GB
 shared_preload_libraries = 'distseq'
@@ -195,66 +196,126 @@ for r in $(seq 0 "$rounds"); do
 	done
 done
 
-# Warm backends: once every client has said it is done warming up (its
-# application_name), has drawn $settle seconds more and the refill worker
-# is calm, the next $duration seconds count; then pgbench stops.
-warm_round() {	# kind: prints the median tps per second
-	local res=$work/warm.out t0 now ready= calm= i r r0 r1 rs rsettled made waited tps
-	t0=$(date +%s%N)
-	as_pg "$PGBIN/pgbench" -n -M prepared -h "$work" -p "$port" -c "$clients" -j 2 \
-		-T 1800 -P 1 -D warmed=0 -f "$work/scripts/$1.sql" bench > "$res" 2>&1 &
+# Warm backends, many and one of a kind measured in turns: two pgbench runs
+# of C clients each after the same warm-up, A drawing from a random one of
+# the N sequences, B always from the first.  One runs at a time, the other
+# is stopped (SIGSTOP: its clients send nothing, its backends idle), so
+# that C clients draw at any moment.  They take turns of $phase seconds,
+# A B B A A B ..., first $settle seconds unmeasured (the warm-up drew from
+# every sequence at once, and their next refills come in a wave of
+# thousands, seconds later), then until a pair of turns made at most 5
+# refills a second (or two more minutes), then $pairs pairs of turns that
+# count.  pgbench reports progress every second with a timestamp; a
+# turn's tps is that of the reports whose whole second lies in the turn,
+# and many ÷ one is the median of the pairs' own ratios: a change in the
+# machine's speed weighs on the two turns of a pair alike.
+pg_user=$(as_pg id -un)
+set_signal() {	# signal script: to its pgbench
+	pkill "-$1" -f "pgbench .*/$2.sql" || true
+}
+refills() { psql_a -At -c "SELECT sum(refills) FROM distseq_status"; }
+# let script run for $phase seconds; appends "script from to" to $turns
+warm_turn() {	# script
+	local from to
+	from=$(date +%s%N)
+	set_signal CONT "$1"
+	sleep "$phase"
+	set_signal STOP "$1"
+	to=$(date +%s%N)
+	echo "$1 $from $to" >> "$turns"
+}
+warm_start() {	# script clients-warm-before: start it and wait until warm
+	local i
+	# not through as_pg: runuser would stop itself when pgbench stops
+	env LC_ALL=C.UTF-8 "$PGBIN/pgbench" -n -M prepared -h "$work" -p "$port" -U "$pg_user" \
+		-c "$clients" -j 2 -T 7200 -P 1 --progress-timestamp -D warmed=0 \
+		-f "$work/scripts/$1.sql" bench > "$work/$1.out" 2>&1 &
 	for i in $(seq 1 1800); do
 		sleep 0.5
-		if [ "$(psql_a -At -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'many_warm'")" -ge "$clients" ]; then
-			now=$(date +%s%N)
-			ready=$(( (now - t0) / 1000000000 + 1 ))
-			break
+		if [ "$(psql_a -At -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'many_warm'")" -ge $(( $2 + clients )) ]; then
+			set_signal STOP "$1"
+			bench_log "$1: every client warm after $((i / 2))s"
+			return
 		fi
 	done
-	[ -n "$ready" ] || { echo "pgbench $1: the clients never finished warming up" >&2; exit 1; }
-	# the warm-up drew from every sequence at once, and their next refills
-	# come in a wave of thousands, seconds later: the measured seconds start
-	# $settle seconds on, once the worker made at most 10 refills in two
-	# seconds, which a hot sequence's own refills stay under (or after two
-	# more minutes)
-	rs=$(psql_a -At -c "SELECT sum(refills) FROM distseq_status")
-	sleep "$settle"
-	r0=$(psql_a -At -c "SELECT sum(refills) FROM distseq_status")
-	rsettled=$r0
-	for i in $(seq 1 60); do
-		sleep 2
-		r=$(psql_a -At -c "SELECT sum(refills) FROM distseq_status")
-		made=$((r - r0))
-		r0=$r
-		[ "$made" -le 10 ] && break
-	done
-	now=$(date +%s%N)
-	calm=$(( (now - t0) / 1000000000 + 1 ))
-	waited=$(( calm - ready ))
-	sleep $(( duration + 2 ))
-	r1=$(psql_a -At -c "SELECT sum(refills) FROM distseq_status")
-	# TERM: a script started in the background ignores SIGINT, and so do
-	# the commands it starts
-	pkill -TERM -f "pgbench .*/$1.sql" || true
-	wait
-	! grep -q 'aborted' "$res" || { echo "pgbench $1 failed:" >&2; cat "$res" >&2; exit 1; }
-	tps=$(awk -v from="$calm" -v to=$(( calm + duration )) \
-		'/^progress: / && $2 + 0 > from && $2 + 0 <= to { print $4 }' "$res" |
-		sort -g | awk '{ v[++n] = $1 } END { if (n) print (n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2) }')
-	bench_log "$1: every client warm after ${ready}s; $((rsettled - rs)) refills in the ${settle}s after; calm $((waited - settle))s later, after $((r0 - rsettled)) more; $((r1 - r0)) refills in the $((duration + 2))s after; median ${tps} tps"
-	echo "$tps"
+	echo "pgbench $1: the clients never finished warming up" >&2
+	set_signal CONT "$1"; set_signal TERM "$1"
+	exit 1
 }
-# many and one of each kind back to back, which goes first alternating:
-# warm many ÷ one is the median of the rounds' own ratios
-for r in $(seq 1 "$rounds"); do
-	order="warm_distseq wone_distseq warm_native wone_native"
-	[ $((r % 2)) -eq 0 ] && order="wone_distseq warm_distseq wone_native warm_native"
-	for v in $order; do
-		bench_log "round $r: warm backends, $v"
-		tps=$(warm_round $v)
-		[ -n "$tps" ] || { echo "pgbench $v measured nothing" >&2; exit 1; }
-		echo "$r,$v,$tps" >> "$raw"
+warm_pair() {	# kind: prints "many-tps one-tps ratio"
+	local a=warm_$1 b=wone_$1 t0 i r0 r1 rs made=0 result
+	turns=$work/turns_$1
+	: > "$turns"
+	warm_start "$a" 0
+	warm_start "$b" "$clients"
+	rs=$(refills)
+	t0=$(date +%s)
+	while [ $(( $(date +%s) - t0 )) -lt "$settle" ]; do
+		warm_turn "$a"
+		warm_turn "$b"
 	done
+	for i in $(seq 1 $(( 120 / (2 * phase) + 1 ))); do
+		r0=$(refills)
+		warm_turn "$a"
+		warm_turn "$b"
+		made=$(( $(refills) - r0 ))
+		[ "$made" -le $(( 5 * 2 * phase )) ] && break
+	done
+	: > "$turns"
+	r0=$(refills)
+	for i in $(seq 1 "$pairs"); do
+		if [ $((i % 2)) -eq 1 ]; then
+			warm_turn "$a"; warm_turn "$b"
+		else
+			warm_turn "$b"; warm_turn "$a"
+		fi
+	done
+	r1=$(refills)
+	set_signal CONT "$a"; set_signal CONT "$b"
+	set_signal TERM "$a"; set_signal TERM "$b"
+	wait
+	for v in "$a" "$b"; do
+		! grep -q 'aborted' "$work/$v.out" || { echo "pgbench $v failed:" >&2; cat "$work/$v.out" >&2; exit 1; }
+	done
+	# per turn, the reports of whole seconds in it: count = tps x seconds
+	result=$(awk -v a="$a" -v b="$b" '
+		FILENAME == ARGV[1] { n++; who[n] = $1; from[n] = $2 / 1e9; to[n] = $3 / 1e9; next }
+		/^progress: / {
+			t = $2 + 0
+			if (FILENAME in last) {
+				for (k = 1; k <= n; k++)
+					if (index(FILENAME, "/" who[k] ".out") && last[FILENAME] >= from[k] && t <= to[k]) {
+						cnt[k] += ($4 + 0) * (t - last[FILENAME]); sec[k] += t - last[FILENAME]
+					}
+			}
+			last[FILENAME] = t
+		}
+		function median(v, c,    i, j, x) {
+			for (i = 2; i <= c; i++) { x = v[i]; for (j = i - 1; j > 0 && v[j] > x; j--) v[j + 1] = v[j]; v[j + 1] = x }
+			return c % 2 ? v[(c + 1) / 2] : (v[c / 2] + v[c / 2 + 1]) / 2
+		}
+		END {
+			for (k = 1; k <= n; k++) {
+				if (sec[k] < 1) { print "a turn of " who[k] " had no whole second of reports" > "/dev/stderr"; exit 1 }
+				tps[k] = cnt[k] / sec[k]
+				if (who[k] == a) ta[++na] = tps[k]; else tb[++nb] = tps[k]
+			}
+			for (k = 1; k + 1 <= n; k += 2)
+				ratio[++np] = (who[k] == a ? tps[k] / tps[k + 1] : tps[k + 1] / tps[k])
+			printf "%.1f %.1f %.4f", median(ta, na), median(tb, nb), median(ratio, np)
+			for (k = 1; k <= np; k++) printf " %.3f", ratio[k]
+			printf "\n"
+		}' "$turns" "$work/$a.out" "$work/$b.out")
+	bench_log "$1 warm: $((r0 - rs)) refills before the measured turns, $((r1 - r0)) in them; many, one, many ÷ one, pairs' ratios: $result"
+	echo "$result"
+}
+for kind in distseq native; do
+	bench_log "warm backends, $kind: $pairs pairs of ${phase}s turns"
+	read -r tps_many tps_one ratio _ < <(warm_pair $kind)
+	[ -n "$ratio" ] || { echo "warm $kind measured nothing" >&2; exit 1; }
+	echo "1,warm_$kind,$tps_many" >> "$raw"
+	echo "1,wone_$kind,$tps_one" >> "$raw"
+	echo "1,warm_ratio_$kind,$ratio" >> "$raw"
 done
 
 in_use=$(psql_a -At -c "SELECT count(*) FROM distseq_status")
@@ -271,15 +332,9 @@ csv=$out/many.csv
 	echo "first_distseq,$first_distseq_ms,ms"
 	echo "use_native,$use_native_ms,ms"
 	echo "use_distseq,$use_distseq_ms,ms"
-	# per variant the median tps of the rounds, per kind the median of the
-	# rounds' own warm many / one ratios
-	awk -F, '$1 > 0 { print $2 "," $3 ",tps"; t[$1 "," $2] = $3; r[$1] = 1 }
-		END {
-			for (k in r) {
-				print "warm_ratio_distseq," t[k ",warm_distseq"] / t[k ",wone_distseq"] ",ratio"
-				print "warm_ratio_native," t[k ",warm_native"] / t[k ",wone_native"] ",ratio"
-			}
-		}' "$raw" | sort -t, -k1,1 -k2,2g | awk -F, '
+	# per variant the median tps of the rounds; warm, the median tps of the
+	# turns and the median of the pairs' own many / one ratios
+	awk -F, '$1 > 0 { print $2 "," $3 "," ($2 ~ /^warm_ratio/ ? "ratio" : "tps") }' "$raw" | sort -t, -k1,1 -k2,2g | awk -F, '
 		function flush() { if (c) printf (unit == "tps" ? "%s,%.1f,%s\n" : "%s,%.3f,%s\n"), key, (c % 2 ? v[(c + 1) / 2] : (v[c / 2] + v[c / 2 + 1]) / 2), unit }
 		$1 != key { flush(); key = $1; unit = $3; c = 0 }
 		{ v[++c] = $2 }
@@ -290,7 +345,8 @@ csv=$out/many.csv
 
 echo
 echo "distseq with many sequences, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores;" \
-	"$nseq sequences of each kind, $clients pgbench clients, median of $rounds interleaved ${duration}s rounds"
+	"$nseq sequences of each kind, $clients pgbench clients, median of $rounds interleaved ${duration}s rounds;" \
+	"warm: $pairs pairs of ${phase}s turns"
 awk -F, -v n="$nseq" -v c="$clients" '
 	NR > 1 { val[$1] = $2 }
 	END {
