@@ -13,6 +13,8 @@
 #                    (full 30, quick 2)
 #   --phase S        seconds of a turn of warm backends (full 5, quick 3)
 #   --pairs P        measured pairs of turns        (full 8, quick 2)
+#   --conf LINE      a line for the server's postgresql.conf, e.g.
+#                    "distseq.backend_marks = 1024" (may be repeated)
 #   --keep           keep the work directory
 #   --no-build       use the installed extension, do not build and install it
 #   --pg MAJOR       PostgreSQL to run on: 15 (default) or one built by
@@ -37,7 +39,7 @@
 # random one of the N once warm, the other from the first (so that only
 # the number of sequences differs), take turns: one draws while the other
 # is stopped, S seconds each (see warm_pair below).  Warm many ÷ one is
-# the median of the pairs of turns' own ratios.
+# the median of the ratios of each two turns in a row.
 # Last, the shared memory distseq allocated (pg_shmem_allocations) and what
 # it comes to per sequence.  Results in bench/out/many.csv.
 set -euo pipefail
@@ -53,6 +55,7 @@ rounds=3
 settle=30
 phase=5
 pairs=8
+conf=
 keep=0
 build=1
 pg_major=
@@ -66,6 +69,8 @@ while [ $# -gt 0 ]; do
 		--settle) settle=$2; shift ;;
 		--phase) phase=$2; shift ;;
 		--pairs) pairs=$2; shift ;;
+		--conf) conf="$conf
+$2"; shift ;;
 		--keep) keep=1 ;;
 		--no-build) build=0 ;;
 		--pg) pg_major=$2; shift ;;
@@ -93,7 +98,8 @@ max_connections = $((2 * clients + 10))
 shared_buffers = 256MB
 max_wal_size = 4GB
 shared_preload_libraries = 'distseq'
-distseq.max_sequences = $((nseq + 10))"
+distseq.max_sequences = $((nseq + 10))
+$conf"
 bench_start a
 as_pg "$PGBIN/createdb" -h "$work" -p "$port" bench
 psql_a -c "CREATE EXTENSION distseq" >/dev/null
@@ -144,7 +150,7 @@ warm_script() {	# file function prefix sequences-drawn-after
 		printf 'SELECT count(%s((%s || g)::text)) FROM generate_series(:warmed * %d + 1, least(:warmed * %d + %d, %d)) g;\n' \
 			"$2" "'$3'" "$warm_chunk" "$warm_chunk" "$warm_chunk" "$nseq"
 		printf '\\set warmed :warmed + 1\n'
-		printf '\\elif :warmed = %d\nSET application_name = %s;\n\\set warmed :warmed + 1\n' "$warm_txns" "'many_warm'"
+		printf '\\elif :warmed = %d\nSET application_name = %s;\n\\set warmed :warmed + 1\n' "$warm_txns" "'$1'"
 		printf '\\else\n\\set k random(1, %d)\nSELECT %s(%s || :k);\n\\endif\n' "$4" "$2" "'$3'"
 	} > "$work/scripts/$1.sql"
 }
@@ -201,53 +207,64 @@ done
 # the N sequences, B always from the first.  One runs at a time, the other
 # is stopped (SIGSTOP: its clients send nothing, its backends idle), so
 # that C clients draw at any moment.  They take turns of $phase seconds,
-# A B B A A B ..., first $settle seconds unmeasured (the warm-up drew from
-# every sequence at once, and their next refills come in a wave of
-# thousands, seconds later), then until a pair of turns made at most 5
-# refills a second (or two more minutes), then $pairs pairs of turns that
-# count.  pgbench reports progress every second with a timestamp; a
-# turn's tps is that of the reports whose whole second lies in the turn,
-# and many ÷ one is the median of the pairs' own ratios: a change in the
-# machine's speed weighs on the two turns of a pair alike.
+# A B A B ..., first for $settle seconds (the warm-up drew from every
+# sequence at once, and their next refills come in a wave of thousands,
+# seconds later), then until a pair of turns made at most 5 refills a
+# second (or two more minutes); then $pairs pairs of turns count.  pgbench
+# reports progress every second with a timestamp; a turn's tps is that of
+# the reports whose whole interval lies in it, and many ÷ one is the
+# median of the ratios of each two turns in a row: a change in the
+# machine's speed weighs on both alike.
 pg_user=$(as_pg id -un)
-set_signal() {	# signal script: to its pgbench
-	pkill "-$1" -f "pgbench .*/$2.sql" || true
-}
+declare -A pid
 refills() { psql_a -At -c "SELECT sum(refills) FROM distseq_status"; }
-# let script run for $phase seconds; appends "script from to" to $turns
+# let script run for $phase seconds; appends "script from to refills" to
+# $turns, the refill worker's count when it stopped
 warm_turn() {	# script
 	local from to
 	from=$(date +%s%N)
-	set_signal CONT "$1"
+	kill -CONT "${pid[$1]}" 2>/dev/null || { echo "pgbench $1 ended:" >&2; cat "$work/$1.out" >&2; exit 1; }
 	sleep "$phase"
-	set_signal STOP "$1"
+	kill -STOP "${pid[$1]}"
 	to=$(date +%s%N)
-	echo "$1 $from $to" >> "$turns"
+	echo "$1 $from $to $(refills)" >> "$turns"
 }
-warm_start() {	# script clients-warm-before: start it and wait until warm
+# the EXIT trap of warm_pair: ends the pgbench runs it started
+warm_end() {
+	local p
+	for p in "${pid[@]}"; do
+		kill -CONT "$p" 2>/dev/null || true
+		kill -TERM "$p" 2>/dev/null || true
+	done
+	wait
+}
+warm_start() {	# script: start it and wait until its clients are warm
 	local i
 	# not through as_pg: runuser would stop itself when pgbench stops
 	env LC_ALL=C.UTF-8 "$PGBIN/pgbench" -n -M prepared -h "$work" -p "$port" -U "$pg_user" \
 		-c "$clients" -j 2 -T 7200 -P 1 --progress-timestamp -D warmed=0 \
 		-f "$work/scripts/$1.sql" bench > "$work/$1.out" 2>&1 &
+	pid[$1]=$!
 	for i in $(seq 1 1800); do
 		sleep 0.5
-		if [ "$(psql_a -At -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'many_warm'")" -ge $(( $2 + clients )) ]; then
-			set_signal STOP "$1"
+		kill -0 "${pid[$1]}" 2>/dev/null ||
+			{ echo "pgbench $1 ended:" >&2; cat "$work/$1.out" >&2; exit 1; }
+		if [ "$(psql_a -At -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = '$1'")" -ge "$clients" ]; then
+			kill -STOP "${pid[$1]}"
 			bench_log "$1: every client warm after $((i / 2))s"
 			return
 		fi
 	done
 	echo "pgbench $1: the clients never finished warming up" >&2
-	set_signal CONT "$1"; set_signal TERM "$1"
 	exit 1
 }
-warm_pair() {	# kind: prints "many-tps one-tps ratio"
-	local a=warm_$1 b=wone_$1 t0 i r0 r1 rs made=0 result
+warm_pair() {	# kind: prints "many-tps one-tps ratio ratios..."
+	local a=warm_$1 b=wone_$1 t0 i r0 r1 rs result
+	trap warm_end EXIT
 	turns=$work/turns_$1
 	: > "$turns"
-	warm_start "$a" 0
-	warm_start "$b" "$clients"
+	warm_start "$a"
+	warm_start "$b"
 	rs=$(refills)
 	t0=$(date +%s)
 	while [ $(( $(date +%s) - t0 )) -lt "$settle" ]; do
@@ -258,28 +275,27 @@ warm_pair() {	# kind: prints "many-tps one-tps ratio"
 		r0=$(refills)
 		warm_turn "$a"
 		warm_turn "$b"
-		made=$(( $(refills) - r0 ))
-		[ "$made" -le $(( 5 * 2 * phase )) ] && break
+		[ $(( $(refills) - r0 )) -le $(( 5 * 2 * phase )) ] && break
 	done
-	: > "$turns"
 	r0=$(refills)
+	: > "$turns"
 	for i in $(seq 1 "$pairs"); do
-		if [ $((i % 2)) -eq 1 ]; then
-			warm_turn "$a"; warm_turn "$b"
-		else
-			warm_turn "$b"; warm_turn "$a"
-		fi
+		warm_turn "$a"
+		warm_turn "$b"
 	done
 	r1=$(refills)
-	set_signal CONT "$a"; set_signal CONT "$b"
-	set_signal TERM "$a"; set_signal TERM "$b"
-	wait
 	for v in "$a" "$b"; do
-		! grep -q 'aborted' "$work/$v.out" || { echo "pgbench $v failed:" >&2; cat "$work/$v.out" >&2; exit 1; }
+		kill -0 "${pid[$v]}" 2>/dev/null && ! grep -q 'aborted' "$work/$v.out" ||
+			{ echo "pgbench $v failed:" >&2; cat "$work/$v.out" >&2; exit 1; }
 	done
-	# per turn, the reports of whole seconds in it: count = tps x seconds
-	result=$(awk -v a="$a" -v b="$b" '
-		FILENAME == ARGV[1] { n++; who[n] = $1; from[n] = $2 / 1e9; to[n] = $3 / 1e9; next }
+	# per turn, the reports of whole intervals in it: count = tps x seconds
+	result=$(awk -v a="$a" -v r0="$r0" '
+		FILENAME == ARGV[1] {
+			n++; who[n] = $1; from[n] = $2 / 1e9; to[n] = $3 / 1e9
+			made = $4 - (n > 1 ? prev : r0); prev = $4
+			if (made > most) most = made
+			next
+		}
 		/^progress: / {
 			t = $2 + 0
 			if (FILENAME in last) {
@@ -300,18 +316,20 @@ warm_pair() {	# kind: prints "many-tps one-tps ratio"
 				tps[k] = cnt[k] / sec[k]
 				if (who[k] == a) ta[++na] = tps[k]; else tb[++nb] = tps[k]
 			}
-			for (k = 1; k + 1 <= n; k += 2)
-				ratio[++np] = (who[k] == a ? tps[k] / tps[k + 1] : tps[k + 1] / tps[k])
-			printf "%.1f %.1f %.4f", median(ta, na), median(tb, nb), median(ratio, np)
-			for (k = 1; k <= np; k++) printf " %.3f", ratio[k]
+			for (k = 1; k < n; k++) {
+				ratio[k] = (who[k] == a ? tps[k] / tps[k + 1] : tps[k + 1] / tps[k])
+				sorted[k] = ratio[k]
+			}
+			printf "%.1f %.1f %.4f %d", median(ta, na), median(tb, nb), median(sorted, n - 1), most
+			for (k = 1; k < n; k++) printf " %.3f", ratio[k]
 			printf "\n"
 		}' "$turns" "$work/$a.out" "$work/$b.out")
-	bench_log "$1 warm: $((r0 - rs)) refills before the measured turns, $((r1 - r0)) in them; many, one, many ÷ one, pairs' ratios: $result"
+	bench_log "$1 warm: $((r0 - rs)) refills before the measured turns, $((r1 - r0)) in them; many, one, many ÷ one (tps: medians of the turns; the ratio: of each two turns in a row), the most refills in one turn, the ratios in order: $result"
 	echo "$result"
 }
 for kind in distseq native; do
 	bench_log "warm backends, $kind: $pairs pairs of ${phase}s turns"
-	read -r tps_many tps_one ratio _ < <(warm_pair $kind)
+	read -r tps_many tps_one ratio _ < <(warm_pair $kind) || true
 	[ -n "$ratio" ] || { echo "warm $kind measured nothing" >&2; exit 1; }
 	echo "1,warm_$kind,$tps_many" >> "$raw"
 	echo "1,wone_$kind,$tps_one" >> "$raw"
