@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # distseq benchmark: many sequences, many clients.
 #
-#   bash bench/many.sh            # full run (about 25 minutes)
+#   bash bench/many.sh            # full run (about 10 minutes)
 #   bash bench/many.sh --quick    # smoke run (about a minute)
 #
 # Options (after --quick, if any, to override it):
