@@ -258,7 +258,7 @@ warm_start() {	# script: start it and wait until its clients are warm
 	echo "pgbench $1: the clients never finished warming up" >&2
 	exit 1
 }
-warm_pair() {	# kind: prints "many-tps one-tps ratio ratios..."
+warm_pair() {	# kind: prints "many-tps one-tps ratio most-refills-in-a-turn ratios..."
 	local a=warm_$1 b=wone_$1 t0 i r0 r1 rs result
 	trap warm_end EXIT
 	turns=$work/turns_$1
