@@ -218,16 +218,23 @@ done
 pg_user=$(as_pg id -un)
 declare -A pid
 refills() { psql_a -At -c "SELECT sum(refills) FROM distseq_status"; }
-# let script run for $phase seconds; appends "script from to refills" to
-# $turns, the refill worker's count when it stopped
+warm_failed() {	# script what
+	echo "pgbench $1 $2:" >&2
+	cat "$work/$1.out" >&2
+	exit 1
+}
+# let script run for $phase seconds; sets $made_refills to the refill
+# worker's count when it stopped and appends "script from to count" to
+# $turns
 warm_turn() {	# script
 	local from to
 	from=$(date +%s%N)
-	kill -CONT "${pid[$1]}" 2>/dev/null || { echo "pgbench $1 ended:" >&2; cat "$work/$1.out" >&2; exit 1; }
+	kill -CONT "${pid[$1]}" 2>/dev/null || warm_failed "$1" ended
 	sleep "$phase"
 	kill -STOP "${pid[$1]}"
 	to=$(date +%s%N)
-	echo "$1 $from $to $(refills)" >> "$turns"
+	made_refills=$(refills)
+	echo "$1 $from $to $made_refills" >> "$turns"
 }
 # the EXIT trap of warm_pair: ends the pgbench runs it started
 warm_end() {
@@ -247,8 +254,7 @@ warm_start() {	# script: start it and wait until its clients are warm
 	pid[$1]=$!
 	for i in $(seq 1 1800); do
 		sleep 0.5
-		kill -0 "${pid[$1]}" 2>/dev/null ||
-			{ echo "pgbench $1 ended:" >&2; cat "$work/$1.out" >&2; exit 1; }
+		kill -0 "${pid[$1]}" 2>/dev/null || warm_failed "$1" ended
 		if [ "$(psql_a -At -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = '$1'")" -ge "$clients" ]; then
 			kill -STOP "${pid[$1]}"
 			bench_log "$1: every client warm after $((i / 2))s"
@@ -266,27 +272,28 @@ warm_pair() {	# kind: prints "many-tps one-tps ratio most-refills-in-a-turn rati
 	warm_start "$a"
 	warm_start "$b"
 	rs=$(refills)
+	made_refills=$rs
 	t0=$(date +%s)
 	while [ $(( $(date +%s) - t0 )) -lt "$settle" ]; do
 		warm_turn "$a"
 		warm_turn "$b"
 	done
 	for i in $(seq 1 $(( 120 / (2 * phase) + 1 ))); do
-		r0=$(refills)
+		r0=$made_refills
 		warm_turn "$a"
 		warm_turn "$b"
-		[ $(( $(refills) - r0 )) -le $(( 5 * 2 * phase )) ] && break
+		[ $((made_refills - r0)) -le $(( 5 * 2 * phase )) ] && break
 	done
-	r0=$(refills)
+	r0=$made_refills
 	: > "$turns"
 	for i in $(seq 1 "$pairs"); do
 		warm_turn "$a"
 		warm_turn "$b"
 	done
-	r1=$(refills)
+	r1=$made_refills
 	for v in "$a" "$b"; do
 		kill -0 "${pid[$v]}" 2>/dev/null && ! grep -q 'aborted' "$work/$v.out" ||
-			{ echo "pgbench $v failed:" >&2; cat "$work/$v.out" >&2; exit 1; }
+			warm_failed "$v" failed
 	done
 	# per turn, the reports of whole intervals in it: count = tps x seconds
 	result=$(awk -v a="$a" -v r0="$r0" '
