@@ -5,6 +5,7 @@ OBJS = \
 	src/distseq.o \
 	src/shmem.o \
 	src/pool.o \
+	src/nametab.o \
 	src/nextval.o \
 	src/inuse.o \
 	src/increate.o \

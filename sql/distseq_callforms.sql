@@ -342,6 +342,26 @@ SELECT distseq_drop('cf_pq');
 SELECT distseq_drop(repeat('l', 62) || '1');
 SELECT distseq_drop(repeat('l', 62) || '2');
 
+--
+-- A name that turns out not to exist is forgotten, and the memory it had
+-- holds the next new name that the session looks up (nametab.c): the
+-- expression that asked for the first must not find the second under the
+-- first's name.  The expression's site hint keeps a copy of the name, so
+-- it must go with the name.  A generic plan keeps the expression, and so
+-- its hint, from one execution to the next.
+--
+SELECT distseq_create('cf_reused');
+SET plan_cache_mode = force_generic_plan;
+PREPARE cf_draw(text) AS SELECT distseq_nextval($1) > 0;
+PREPARE cf_reuse AS SELECT distseq_nextval('cf_reused') > 0;
+EXECUTE cf_draw('cf_never');
+EXECUTE cf_reuse;
+EXECUTE cf_draw('cf_never');
+DEALLOCATE cf_draw;
+DEALLOCATE cf_reuse;
+RESET plan_cache_mode;
+SELECT distseq_drop('cf_reused');
+
 DROP VIEW cf_view, cf_view_c;
 DROP TABLE cf_log, cf_names, cf_names_c, cf_names_nope, cf_trig, cf_copy,
 	cf_default, cf_rule;

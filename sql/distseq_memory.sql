@@ -66,4 +66,57 @@ BEGIN
 END
 $$;
 SELECT total_bytes < 64 * 1024 AS backend_table_small
-FROM pg_backend_memory_contexts WHERE name = 'distseq local sequences';
+FROM pg_backend_memory_contexts
+WHERE name = 'distseq name table' AND ident = 'distseq local sequences';
+
+--
+-- A name is removed from that table when it turns out not to exist, from
+-- among names that do, which stay: every sequence this session drew from
+-- is found again, with the value it gave.  300 names fill the table's
+-- index (nametab.c) well over half; the even ones are looked up but never
+-- drawn from, then dropped, then looked up again, which removes them from
+-- the middle of runs of slots that later names probed past.
+--
+SELECT count(distseq_create('regress_tab_' || i)) FROM generate_series(1, 300) i;
+CREATE TEMP TABLE regress_tab_last (i int, v bigint);
+DO $$
+BEGIN
+	FOR i IN 1..300 LOOP
+		IF i % 2 = 1 THEN
+			INSERT INTO regress_tab_last
+			VALUES (i, distseq_nextval('regress_tab_' || i));
+			COMMIT;
+		ELSE
+			BEGIN
+				PERFORM distseq_currval('regress_tab_' || i);
+			EXCEPTION WHEN object_not_in_prerequisite_state THEN
+				NULL;
+			END;
+		END IF;
+	END LOOP;
+END
+$$;
+SELECT count(distseq_drop('regress_tab_' || i))
+FROM generate_series(2, 300, 2) i;
+DO $$
+BEGIN
+	FOR i IN 2..300 BY 2 LOOP
+		BEGIN
+			PERFORM distseq_currval('regress_tab_' || i);
+		EXCEPTION WHEN undefined_object THEN
+			NULL;
+		END;
+	END LOOP;
+	FOR i IN 1..3000 LOOP
+		BEGIN
+			PERFORM distseq_currval('regress_tab_gone_' || i);
+		EXCEPTION WHEN undefined_object THEN
+			NULL;
+		END;
+	END LOOP;
+END
+$$;
+SELECT count(*) FILTER (WHERE distseq_currval('regress_tab_' || i) = v) AS same
+FROM regress_tab_last;
+SELECT count(distseq_drop('regress_tab_' || i))
+FROM generate_series(1, 300, 2) i;

@@ -915,6 +915,15 @@ extern void distseq_ownedby_link(Oid seqid, Oid relid, AttrNumber attnum);
 extern bool distseq_ownedby_utility(Node *stmt);
 extern void distseq_ownedby_drop(Oid relid, int dropflags);
 
+/* src/nametab.c */
+typedef struct DistseqNametab DistseqNametab;
+
+extern DistseqNametab *distseq_nametab_create(const char *what, Size rec_size);
+extern void *distseq_nametab_enter(DistseqNametab *tab, const char *name,
+								   int len, bool *found);
+extern void distseq_nametab_remove(DistseqNametab *tab, void *rec);
+extern void *distseq_nametab_next(DistseqNametab *tab, uint32 *pos);
+
 /* src/nextval.c */
 extern void distseq_check_name(const char *name);
 extern char *distseq_name_arg(FunctionCallInfo fcinfo);

@@ -4,13 +4,14 @@
  *	  distseq_nextval(), distseq_currval() and distseq_lastval(): the hot
  *	  path and the backend-local cache that resolves a sequence name once.
  *
- * A call site keeps a pointer to its LocalSeq in fn_extra.  Where the name
- * is a constant of the call's own expression, the pointer is trusted as it
- * is; anywhere else -- a PL/pgSQL variable, a parameter, a column -- the
- * name may change from one call to the next even within one execution of
- * the expression (PL/pgSQL evaluates a simple expression again and again
- * with new values of its variables), so it is compared on every call and a
- * different name is looked up, checked and attached like any other.  A call
+ * A call site keeps a pointer to its LocalSeq in fn_extra, tagged when the
+ * name is a constant of the call's own expression: then the pointer is
+ * trusted as it is.  Anywhere else -- a PL/pgSQL variable, a parameter, a
+ * column -- the name may change from one call to the next even within one
+ * execution of the expression (PL/pgSQL evaluates a simple expression again
+ * and again with new values of its variables), so it is compared on every
+ * call and a different name is looked up, checked and attached like any
+ * other.  A call
  * served from the chunk of the sequence's stream that this backend drew from
  * last swaps one word in shared memory and returns: no lock, no lookup, no
  * syscall (pool.c).
@@ -25,7 +26,11 @@
  *
  * - the name: executing a statement again builds a new FmgrInfo, but the
  *	 expression it points to is the same; a small table keyed by it finds
- *	 the LocalSeq without hashing the name (the name is still compared);
+ *	 the LocalSeq without hashing the name (the name is still compared).
+ *	 Other names are looked up in a table (nametab.c) laid out for a
+ *	 backend that draws from thousands of sequences: a draw from one it
+ *	 has not used in a while misses the CPU's caches on every line it
+ *	 reads;
  * - the definition: a relcache invalidation of the backing relation (DROP,
  *	 GRANT, REVOKE, ALTER ... OWNER) marks it stale; the lock processes
  *	 invalidations, and the handshake does when a drop of the sequence has
@@ -66,35 +71,21 @@
 #include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
-#include "utils/hsearch.h"
 #include "utils/inval.h"
-#include "utils/memutils.h"
 #include "utils/resowner.h"
 #include "utils/syscache.h"
 
-typedef struct LocalSeq LocalSeq;
-
 /*
- * What fn_extra points to: the sequence a call site used last, and whether
- * its name is a constant of the site's expression.  Each LocalSeq embeds
- * one of each kind, so a call site needs no memory of its own.
+ * A record of nametab.c, which starts it on a 64-byte line.  A statement's
+ * first draw from a sequence reads the name and the next two lines, and
+ * nothing else of it: with thousands of sequences in use, each draw from
+ * one of them misses the CPU's caches on every line of it that it touches.
  */
-typedef struct CallSite
+typedef struct LocalSeq
 {
-	LocalSeq   *ls;
-	bool		constant;
-} CallSite;
+	char		name[NAMEDATALEN];	/* the key, zero-padded */
 
-struct LocalSeq
-{
-	/*
-	 * What a statement's first draw reads comes first, right after the
-	 * key: with thousands of sequences in use, each draw from one of them
-	 * misses the CPU's caches on every line of it that it touches.  The
-	 * call sites come last: only later calls of the same expression read
-	 * them, when the rest is in the caches already.
-	 */
-	char		name[NAMEDATALEN];	/* hash key */
+	/* what the first draw in a transaction checks */
 	bool		valid;			/* relid and gen are current */
 	bool		creating;		/* this transaction creates the sequence */
 	Oid			relid;
@@ -108,34 +99,54 @@ struct LocalSeq
 	uint64		incarnation;	/* ... the incarnation of it we attached */
 	DistseqMarks *marks;		/* this backend's slot of marks it had
 								 * last, valid while it holds seq (inuse.c) */
+
+	/* what every draw reads or writes; def begins with stripes, stripe */
 	DistseqStreamCache stream;	/* the chunk we drew from last, if this
 								 * transaction did */
 	uint64		last_gen;		/* generation of last, 0 if none */
 	int64		last;			/* slot of the last value this session got */
 	DistseqDef	def;
-	CallSite	const_site;		/* { this, true } */
-	CallSite	var_site;		/* { this, false } */
+
 	DistseqRange xact_block;	/* drawn from while creating (increate.c) */
 	uint64		xact_gen;		/* ... cut for this generation */
-};
+} LocalSeq;
+
+StaticAssertDecl(offsetof(LocalSeq, valid) == NAMEDATALEN &&
+				 offsetof(LocalSeq, stream) == NAMEDATALEN + 64 &&
+				 offsetof(LocalSeq, def.stripe) + sizeof(int32) <=
+				 NAMEDATALEN + 128,
+				 "a first draw must read three lines of a LocalSeq");
+
+/*
+ * fn_extra: the LocalSeq a call site used last, with SITE_CONSTANT set when
+ * its name is a constant of the site's expression.  LocalSeqs are aligned,
+ * so the low bit is free.
+ */
+#define SITE_CONSTANT	((uintptr_t) 1)
+#define SITE_LS(extra)	((LocalSeq *) ((uintptr_t) (extra) & ~SITE_CONSTANT))
+#define SITE_IS_CONSTANT(extra) (((uintptr_t) (extra) & SITE_CONSTANT) != 0)
 
 /*
  * The LocalSeq an expression resolved to last time, so that a statement
- * executed again finds it without hashing the name.  An entry of
- * local_seqs is removed only by local_not_found(), which clears the hints
- * that point to it, so the pointer stays good; the expression may have been
- * freed and its memory reused by another one, so it is only a hint: the
- * name is always compared, and nothing else is taken from it.
+ * executed again finds it without hashing the name.  The expression may
+ * have been freed and its memory reused by another one, so it is only a
+ * hint: the name is always compared, and nothing else is taken from it.
+ * The hint keeps a copy of the name, so that a different name is told
+ * without reading the LocalSeq.  That copy is compared instead of the
+ * LocalSeq's own name, so the hint must go when the LocalSeq does, before
+ * its memory holds another name: local_not_found(), the only place that
+ * removes a LocalSeq, clears the hints that point to it first.
  */
 typedef struct SiteHint
 {
 	const Node *expr;
 	LocalSeq   *ls;
+	char		name[NAMEDATALEN];	/* ls->name */
 } SiteHint;
 
 #define SITE_HINTS 16			/* a power of 2 */
 
-static HTAB *local_seqs = NULL;
+static DistseqNametab *local_seqs = NULL;
 static SiteHint site_hints[SITE_HINTS];
 
 /* the stream of no entry: its chunk 0 is empty */
@@ -144,7 +155,7 @@ static pg_atomic_uint64 no_stream;
 /*
  * The sequence this session drew from last, for distseq_lastval(): its
  * entry holds the value.  Set after every successful draw, cleared by
- * DISCARD.  Entries of local_seqs that ever had a value are never removed.
+ * DISCARD.  LocalSeqs that ever had a value are never removed.
  */
 static LocalSeq *last_used = NULL;
 
@@ -166,11 +177,10 @@ static uint32 my_db_hash;
 static void
 local_invalidate(Datum arg, Oid relid)
 {
-	HASH_SEQ_STATUS status;
+	uint32		pos = 0;
 	LocalSeq   *ls;
 
-	hash_seq_init(&status, local_seqs);
-	while ((ls = hash_seq_search(&status)) != NULL)
+	while ((ls = distseq_nametab_next(local_seqs, &pos)) != NULL)
 	{
 		if (!OidIsValid(relid) || ls->relid == relid)
 		{
@@ -189,7 +199,7 @@ local_invalidate(Datum arg, Oid relid)
 static void
 local_invalidate_roles(Datum arg, int cacheid, uint32 hashvalue)
 {
-	HASH_SEQ_STATUS status;
+	uint32		pos = 0;
 	LocalSeq   *ls;
 
 	/* pg_database matters only for our database's owner (pg_database_owner) */
@@ -197,8 +207,7 @@ local_invalidate_roles(Datum arg, int cacheid, uint32 hashvalue)
 		return;
 
 	acl_resets++;
-	hash_seq_init(&status, local_seqs);
-	while ((ls = hash_seq_search(&status)) != NULL)
+	while ((ls = distseq_nametab_next(local_seqs, &pos)) != NULL)
 	{
 		ls->ready_lxid = InvalidLocalTransactionId;
 		ls->acl_user = InvalidOid;
@@ -215,16 +224,14 @@ local_invalidate_roles(Datum arg, int cacheid, uint32 hashvalue)
 static pg_noinline void
 local_lock_for_prepare(void)
 {
-	HASH_SEQ_STATUS status;
+	uint32		pos = 0;
 	LocalSeq   *ls;
 
-	hash_seq_init(&status, local_seqs);
-	while ((ls = hash_seq_search(&status)) != NULL)
+	while ((ls = distseq_nametab_next(local_seqs, &pos)) != NULL)
 	{
 		if (ls->seq == NULL || !distseq_used_unlocked(ls->seq, ls->marks) ||
 			ConditionalLockRelationOid(ls->relid, AccessShareLock))
 			continue;
-		hash_seq_term(&status);
 		ereport(ERROR,
 				(errcode(ERRCODE_LOCK_NOT_AVAILABLE),
 				 errmsg("cannot PREPARE a transaction that used distseq sequence \"%s\" while it is being dropped",
@@ -239,13 +246,12 @@ local_lock_for_prepare(void)
 void
 distseq_local_discard(void)
 {
-	HASH_SEQ_STATUS status;
+	uint32		pos = 0;
 	LocalSeq   *ls;
 
 	if (local_seqs == NULL)
 		return;
-	hash_seq_init(&status, local_seqs);
-	while ((ls = hash_seq_search(&status)) != NULL)
+	while ((ls = distseq_nametab_next(local_seqs, &pos)) != NULL)
 		ls->last_gen = 0;
 	last_used = NULL;
 }
@@ -260,13 +266,12 @@ distseq_local_discard(void)
 static void
 local_forget(Oid relid, uint64 gen)
 {
-	HASH_SEQ_STATUS status;
+	uint32		pos = 0;
 	LocalSeq   *ls;
 
 	if (local_seqs == NULL)
 		return;
-	hash_seq_init(&status, local_seqs);
-	while ((ls = hash_seq_search(&status)) != NULL)
+	while ((ls = distseq_nametab_next(local_seqs, &pos)) != NULL)
 	{
 		if (ls->relid != relid || ls->gen != gen)
 			continue;
@@ -329,21 +334,17 @@ distseq_check_name(const char *name)
 				 errdetail("Names are limited to %d bytes.", NAMEDATALEN - 1)));
 }
 
-/* The LocalSeq of a name, given as a key: NAMEDATALEN bytes, zero-padded */
+/* The LocalSeq of a name of len bytes (0 < len < NAMEDATALEN) */
 static LocalSeq *
-local_lookup(const char *key)
+local_lookup(const char *name, int len)
 {
 	LocalSeq   *ls;
 	bool		found;
 
 	if (local_seqs == NULL)
 	{
-		HASHCTL		ctl;
-
-		ctl.keysize = NAMEDATALEN;
-		ctl.entrysize = sizeof(LocalSeq);
-		local_seqs = hash_create("distseq local sequences", 16, &ctl,
-								 HASH_ELEM | DISTSEQ_HASH_STRINGS);
+		local_seqs = distseq_nametab_create("distseq local sequences",
+											sizeof(LocalSeq));
 		CacheRegisterRelcacheCallback(local_invalidate, (Datum) 0);
 		my_db_hash = GetSysCacheHashValue1(DATABASEOID,
 										   ObjectIdGetDatum(MyDatabaseId));
@@ -357,49 +358,36 @@ local_lookup(const char *key)
 		distseq_created_on_forget(local_forget);
 		pg_atomic_init_u64(&no_stream, 0);
 	}
-	ls = hash_search(local_seqs, key, HASH_ENTER, &found);
+	/*
+	 * A new one is all zeros but for the name (nametab.c): not valid, not
+	 * ready, no privilege checked, no entry, no last value.
+	 */
+	ls = distseq_nametab_enter(local_seqs, name, len, &found);
 	if (!found)
-	{
-		ls->valid = false;
-		ls->ready_lxid = InvalidLocalTransactionId;
-		ls->acl_user = InvalidOid;
-		ls->last_gen = 0;
-		ls->seq = NULL;
-		ls->incarnation = 0;
-		ls->marks = NULL;
 		ls->stream.stream = &no_stream;
-		ls->stream.base = 0;
-		ls->stream.lo = 0;
-		ls->stream.n = 0;
-		ls->drops_seen = 0;
-		ls->creating = false;
-		ls->xact_block.lo = ls->xact_block.hi = 0;
-		ls->xact_gen = 0;
-		ls->const_site.ls = ls;
-		ls->const_site.constant = true;
-		ls->var_site.ls = ls;
-		ls->var_site.constant = false;
-	}
 	return ls;
 }
 
-/* Is the name of ls these len bytes?  Names are short: no call to memcmp */
+/*
+ * Is a name of NAMEDATALEN bytes, zero-padded, these len bytes?  Names are
+ * short: no call to memcmp.
+ */
 static inline bool
-local_name_is(const LocalSeq *ls, const char *name, size_t len)
+local_name_is(const char *known, const char *name, size_t len)
 {
-	if (len >= NAMEDATALEN || ls->name[len] != '\0')
+	if (len >= NAMEDATALEN || known[len] != '\0')
 		return false;
 	for (size_t i = 0; i < len; i++)
 	{
-		if (ls->name[i] != name[i])
+		if (known[i] != name[i])
 			return false;
 	}
 	return true;
 }
 
-/* Is the name argument of this call, as it is, the name of ls? */
+/* Is the name argument of this call, as it is, this zero-padded name? */
 static inline bool
-local_arg_is(const LocalSeq *ls, FunctionCallInfo fcinfo)
+local_arg_is(const char *known, FunctionCallInfo fcinfo)
 {
 	struct varlena *arg;
 
@@ -408,7 +396,7 @@ local_arg_is(const LocalSeq *ls, FunctionCallInfo fcinfo)
 	arg = (struct varlena *) PG_GETARG_POINTER(0);
 	if (VARATT_IS_COMPRESSED(arg) || VARATT_IS_EXTERNAL(arg))
 		return false;
-	return local_name_is(ls, VARDATA_ANY(arg), VARSIZE_ANY_EXHDR(arg));
+	return local_name_is(known, VARDATA_ANY(arg), VARSIZE_ANY_EXHDR(arg));
 }
 
 /* The site hint of an expression */
@@ -420,27 +408,29 @@ static pg_noinline LocalSeq *
 local_find_slow(FunctionCallInfo fcinfo)
 {
 	const Node *expr = fcinfo->flinfo->fn_expr;
-	char		key[NAMEDATALEN];
 	text	   *arg;
 	int			len;
 	LocalSeq   *ls;
 
-	/* distseq_name_arg() reports a bad name; a good one is not copied */
+	/*
+	 * distseq_name_arg() reports a bad name; a good one is not copied.  The
+	 * name ends at a zero byte, as distseq_name_arg() reads it: SQL makes
+	 * no text with one, but a C function might.
+	 */
 	if (PG_ARGISNULL(0))
 		(void) distseq_name_arg(fcinfo);
 	arg = PG_GETARG_TEXT_PP(0);
-	len = VARSIZE_ANY_EXHDR(arg);
+	len = strnlen(VARDATA_ANY(arg), Min(VARSIZE_ANY_EXHDR(arg), NAMEDATALEN));
 	if (len == 0 || len >= NAMEDATALEN)
 		(void) distseq_name_arg(fcinfo);
-	memset(key, 0, sizeof(key));
-	memcpy(key, VARDATA_ANY(arg), Min(len, NAMEDATALEN - 1));
-	ls = local_lookup(key);
+	ls = local_lookup(VARDATA_ANY(arg), len);
 	if (expr != NULL)
 	{
 		SiteHint   *hint = SITE_HINT(expr);
 
 		hint->expr = expr;
 		hint->ls = ls;
+		memcpy(hint->name, ls->name, NAMEDATALEN);
 	}
 	return ls;
 }
@@ -458,7 +448,7 @@ local_find(FunctionCallInfo fcinfo)
 	{
 		SiteHint   *hint = SITE_HINT(expr);
 
-		if (hint->expr == expr && local_arg_is(hint->ls, fcinfo))
+		if (hint->expr == expr && local_arg_is(hint->name, fcinfo))
 			return hint->ls;
 	}
 	return local_find_slow(fcinfo);
@@ -483,10 +473,11 @@ site_name_is_constant(FmgrInfo *flinfo)
 }
 
 /*
- * The name is not a distseq sequence: report it, and forget its entry if
+ * The name is not a distseq sequence: report it, and forget its LocalSeq if
  * nothing but a site hint may point to it, so that a session asking for
  * ever new names that do not exist does not grow the table without bound.
- * fn_extra only ever points to entries that have been set up.
+ * fn_extra only ever points to LocalSeqs that have been set up (attached
+ * or creating), and last_used only to ones that gave a value.
  */
 pg_noreturn static void
 local_not_found(LocalSeq *ls)
@@ -494,7 +485,7 @@ local_not_found(LocalSeq *ls)
 	char		name[NAMEDATALEN];
 
 	strlcpy(name, ls->name, NAMEDATALEN);
-	if (ls->seq == NULL && !ls->creating)
+	if (ls->seq == NULL && !ls->creating && ls->last_gen == 0)
 	{
 		for (int i = 0; i < SITE_HINTS; i++)
 		{
@@ -504,7 +495,7 @@ local_not_found(LocalSeq *ls)
 				site_hints[i].ls = NULL;
 			}
 		}
-		hash_search(local_seqs, name, HASH_REMOVE, NULL);
+		distseq_nametab_remove(local_seqs, ls);
 	}
 	ereport(ERROR,
 			(errcode(ERRCODE_UNDEFINED_OBJECT),
@@ -678,7 +669,7 @@ local_prepare(LocalSeq *ls, AclMode mode)
 static pg_noinline LocalSeq *
 nextval_setup(FunctionCallInfo fcinfo)
 {
-	CallSite   *site = (CallSite *) fcinfo->flinfo->fn_extra;
+	void	   *site = fcinfo->flinfo->fn_extra;
 	LocalSeq   *ls;
 	Oid			userid = GetUserId();
 
@@ -693,8 +684,9 @@ nextval_setup(FunctionCallInfo fcinfo)
 		PreventCommandIfParallelMode("distseq_nextval()");
 
 	distseq_check_loaded();
-	if (site != NULL && (site->constant || local_arg_is(site->ls, fcinfo)))
-		ls = site->ls;
+	if (site != NULL &&
+		(SITE_IS_CONSTANT(site) || local_arg_is(SITE_LS(site)->name, fcinfo)))
+		ls = SITE_LS(site);
 	else
 		ls = local_find(fcinfo);
 
@@ -719,9 +711,10 @@ nextval_setup(FunctionCallInfo fcinfo)
 			else if (ls->creating || ls->seq == NULL ||
 					 !distseq_seq_is(ls->seq, MyDatabaseId, ls->relid, ls->gen))
 			{
-				ls->creating = false;
+				/* creating until attached, so that it is not forgotten */
 				ls->seq = distseq_seq_attach(ls->relid, ls->gen, ls->name,
 											 &ls->def, &ls->incarnation);
+				ls->creating = false;
 				local_locked(ls);
 			}
 		}
@@ -736,12 +729,10 @@ nextval_setup(FunctionCallInfo fcinfo)
 		ls->ready_user = userid;
 	}
 
-	if (site == NULL)
-		site = site_name_is_constant(fcinfo->flinfo) ?
-			&ls->const_site : &ls->var_site;
-	else if (!site->constant)
-		site = &ls->var_site;
-	fcinfo->flinfo->fn_extra = site;
+	if (site == NULL && site_name_is_constant(fcinfo->flinfo))
+		fcinfo->flinfo->fn_extra = (void *) ((uintptr_t) ls | SITE_CONSTANT);
+	else if (site == NULL || !SITE_IS_CONSTANT(site))
+		fcinfo->flinfo->fn_extra = ls;
 	return ls;
 }
 
@@ -810,7 +801,7 @@ PG_FUNCTION_INFO_V1(distseq_nextval);
 Datum
 distseq_nextval(PG_FUNCTION_ARGS)
 {
-	CallSite   *site = (CallSite *) fcinfo->flinfo->fn_extra;
+	void	   *site = fcinfo->flinfo->fn_extra;
 	LocalSeq   *ls;
 	int64		slot;
 
@@ -821,13 +812,12 @@ distseq_nextval(PG_FUNCTION_ARGS)
 	if (unlikely(XactReadOnly))
 		PreventCommandIfReadOnly("distseq_nextval()");
 
+	ls = SITE_LS(site);
 	if (unlikely(site == NULL ||
-				 (!site->constant && !local_arg_is(site->ls, fcinfo)) ||
-				 site->ls->ready_lxid != DISTSEQ_MY_LXID ||
-				 site->ls->ready_user != GetUserId()))
+				 (!SITE_IS_CONSTANT(site) && !local_arg_is(ls->name, fcinfo)) ||
+				 ls->ready_lxid != DISTSEQ_MY_LXID ||
+				 ls->ready_user != GetUserId()))
 		ls = nextval_setup(fcinfo);
-	else
-		ls = site->ls;
 
 	if (unlikely(!distseq_stream_draw(&ls->stream, &slot)))
 		slot = nextval_refill(ls);
