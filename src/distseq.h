@@ -215,6 +215,18 @@ typedef struct DistseqSeq
 } pg_attribute_aligned(PG_CACHE_LINE_SIZE) DistseqSeq;
 
 /*
+ * Ask the CPU for the cache line that holds p, to be read soon: a backend
+ * that draws from one of thousands of sequences misses the caches on each
+ * line it reads of that sequence's state, and the misses of lines asked
+ * for together overlap instead of coming one after the other.
+ */
+#if defined(__GNUC__) || defined(__clang__)
+#define distseq_prefetch(p)		__builtin_prefetch(p)
+#else
+#define distseq_prefetch(p)		((void) (p))
+#endif
+
+/*
  * The compiler may move an entry's fields with instructions that need that
  * alignment: entries live in Distseq->seqs, and copies of one on the stack
  * (which the compiler aligns), never in palloc'd memory.
@@ -918,7 +930,8 @@ extern void distseq_ownedby_drop(Oid relid, int dropflags);
 /* src/nametab.c */
 typedef struct DistseqNametab DistseqNametab;
 
-extern DistseqNametab *distseq_nametab_create(const char *what, Size rec_size);
+extern DistseqNametab *distseq_nametab_create(const char *what, Size rec_size,
+											  Size hot_size);
 extern void *distseq_nametab_enter(DistseqNametab *tab, const char *name,
 								   int len, bool *found);
 extern void distseq_nametab_remove(DistseqNametab *tab, void *rec);

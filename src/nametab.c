@@ -14,7 +14,9 @@
  *	  where the whole hash matches;
  *	- records start on a 64-byte line, the name first, and are allocated
  *	  in batches, so that the caller can lay out its hot fields on whole
- *	  lines after the name;
+ *	  lines after the name.  A lookup asks the CPU for those lines as soon
+ *	  as it has found a record whose hash matches, while it compares the
+ *	  name;
  *	- records never move, so pointers to them stay good until removed.  A
  *	  removed record goes to a free list and is used again.
  *
@@ -47,6 +49,7 @@ struct DistseqNametab
 {
 	MemoryContext cxt;
 	Size		rec_size;		/* a multiple of NAMETAB_LINE */
+	Size		hot_size;		/* bytes the caller reads after a lookup */
 	NametabSlot *slots;
 	uint32		mask;			/* number of slots - 1 */
 	uint32		count;			/* records in the table */
@@ -59,9 +62,12 @@ struct DistseqNametab
 StaticAssertDecl(NAMETAB_LINE % MAXIMUM_ALIGNOF == 0,
 				 "records must be aligned for any field");
 
-/* A table of records of rec_size bytes; what names it, and must live on */
+/*
+ * A table of records of rec_size bytes, whose first hot_size bytes a caller
+ * reads right after a lookup; what names it, and must live on.
+ */
 DistseqNametab *
-distseq_nametab_create(const char *what, Size rec_size)
+distseq_nametab_create(const char *what, Size rec_size, Size hot_size)
 {
 	MemoryContext cxt;
 	DistseqNametab *tab;
@@ -73,6 +79,7 @@ distseq_nametab_create(const char *what, Size rec_size)
 	tab = MemoryContextAllocZero(cxt, sizeof(DistseqNametab));
 	tab->cxt = cxt;
 	tab->rec_size = TYPEALIGN(NAMETAB_LINE, rec_size);
+	tab->hot_size = Min(hot_size, tab->rec_size);
 	tab->mask = 15;
 	tab->slots = MemoryContextAllocZero(cxt, 16 * sizeof(NametabSlot));
 	return tab;
@@ -101,9 +108,16 @@ nametab_slot(DistseqNametab *tab, const char *name, int len, uint32 hash)
 	{
 		NametabSlot *slot = &tab->slots[i];
 
-		if (slot->rec == NULL ||
-			(slot->hash == hash && nametab_name_is(slot->rec, name, len)))
+		if (slot->rec == NULL)
 			return i;
+		if (slot->hash == hash)
+		{
+			for (Size off = NAMETAB_LINE; off < tab->hot_size;
+				 off += NAMETAB_LINE)
+				distseq_prefetch((char *) slot->rec + off);
+			if (nametab_name_is(slot->rec, name, len))
+				return i;
+		}
 		i = (i + 1) & tab->mask;
 	}
 }

@@ -344,7 +344,9 @@ local_lookup(const char *name, int len)
 	if (local_seqs == NULL)
 	{
 		local_seqs = distseq_nametab_create("distseq local sequences",
-											sizeof(LocalSeq));
+											sizeof(LocalSeq),
+											offsetof(LocalSeq, def.stripe) +
+											sizeof(int32));
 		CacheRegisterRelcacheCallback(local_invalidate, (Datum) 0);
 		my_db_hash = GetSysCacheHashValue1(DATABASEOID,
 										   ObjectIdGetDatum(MyDatabaseId));
@@ -365,6 +367,12 @@ local_lookup(const char *name, int len)
 	ls = distseq_nametab_enter(local_seqs, name, len, &found);
 	if (!found)
 		ls->stream.stream = &no_stream;
+	else if (ls->seq != NULL)
+	{
+		/* what the draw reads first of the entry (see DistseqSeq) */
+		distseq_prefetch(ls->seq);
+		distseq_prefetch((char *) ls->seq + 64);
+	}
 	return ls;
 }
 
