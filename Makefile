@@ -50,7 +50,7 @@ endif
 REGRESS = distseq_upgrade distseq_basic distseq_errors distseq_stripes distseq_privileges distseq_callforms distseq_discard distseq_fuzz distseq_memory distseq_status_bounds distseq_parallel distseq_parity distseq_increate distseq_ownedby distseq_setval distseq_alter distseq_rows
 REGRESS_OPTS = --temp-config=$(srcdir)/test/distseq.conf --temp-instance=./tmp_check
 
-ISOLATION = concurrent_refill rollback_refill drop_recreate privilege_cache create_if_not_exists setval_blocks setval_snapshot setval_recreated
+ISOLATION = concurrent_refill rollback_refill drop_recreate privilege_cache create_if_not_exists setval_blocks setval_snapshot setval_recreated lastval_dropped
 ISOLATION_OPTS = --temp-config=$(srcdir)/test/distseq_iso.conf --temp-instance=./tmp_check_iso \
 	--inputdir=$(srcdir)/test --outputdir=./output_iso
 
