@@ -20,9 +20,11 @@
  *	- records never move, so pointers to them stay good until removed.  A
  *	  removed record goes to a free list and is used again.
  *
- * The table lives in its own memory context under TopMemoryContext.  Every
- * step that can fail (allocation) comes before the table is changed, so an
- * error leaves it as it was.
+ * The table lives in its own memory context under TopMemoryContext, named
+ * "distseq name table" with the caller's name as its identifier.  Each step
+ * allocates what it needs before it changes the table, so an error (out of
+ * memory) leaves the table whole: the same records, in an index that may
+ * have grown.
  *
  *-------------------------------------------------------------------------
  */
