@@ -930,6 +930,23 @@ extern void distseq_ownedby_drop(Oid relid, int dropflags);
 /* src/nametab.c */
 typedef struct DistseqNametab DistseqNametab;
 
+/*
+ * Is a name of NAMEDATALEN bytes, zero-padded, these len bytes?  Names are
+ * short: no call to memcmp.
+ */
+static inline bool
+distseq_name_is(const char *known, const char *name, size_t len)
+{
+	if (len >= NAMEDATALEN || known[len] != '\0')
+		return false;
+	for (size_t i = 0; i < len; i++)
+	{
+		if (known[i] != name[i])
+			return false;
+	}
+	return true;
+}
+
 extern DistseqNametab *distseq_nametab_create(const char *what, Size rec_size,
 											  Size hot_size);
 extern void *distseq_nametab_enter(DistseqNametab *tab, const char *name,

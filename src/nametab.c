@@ -93,13 +93,6 @@ nametab_hash(const char *name, int len)
 	return hash_bytes((const unsigned char *) name, len);
 }
 
-/* Is the name of a record (zero-padded) these len bytes? */
-static inline bool
-nametab_name_is(const char *rec_name, const char *name, int len)
-{
-	return rec_name[len] == '\0' && memcmp(rec_name, name, len) == 0;
-}
-
 /* The slot that holds this name, or the empty slot where it would go */
 static inline uint32
 nametab_slot(DistseqNametab *tab, const char *name, int len, uint32 hash)
@@ -117,7 +110,7 @@ nametab_slot(DistseqNametab *tab, const char *name, int len, uint32 hash)
 			for (Size off = NAMETAB_LINE; off < tab->hot_size;
 				 off += NAMETAB_LINE)
 				distseq_prefetch((char *) slot->rec + off);
-			if (nametab_name_is(slot->rec, name, len))
+			if (distseq_name_is(slot->rec, name, len))
 				return i;
 		}
 		i = (i + 1) & tab->mask;

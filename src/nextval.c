@@ -11,10 +11,9 @@
  * execution of the expression (PL/pgSQL evaluates a simple expression again
  * and again with new values of its variables), so it is compared on every
  * call and a different name is looked up, checked and attached like any
- * other.  A call
- * served from the chunk of the sequence's stream that this backend drew from
- * last swaps one word in shared memory and returns: no lock, no lookup, no
- * syscall (pool.c).
+ * other.  A call served from the chunk of the sequence's stream that this
+ * backend drew from last swaps one word in shared memory and returns: no
+ * lock, no lookup, no syscall (pool.c).
  *
  * Once per transaction a sequence is made safe from a concurrent DROP: the
  * first time a backend uses it, by AccessShareLock on its backing sequence
@@ -376,23 +375,6 @@ local_lookup(const char *name, int len)
 	return ls;
 }
 
-/*
- * Is a name of NAMEDATALEN bytes, zero-padded, these len bytes?  Names are
- * short: no call to memcmp.
- */
-static inline bool
-local_name_is(const char *known, const char *name, size_t len)
-{
-	if (len >= NAMEDATALEN || known[len] != '\0')
-		return false;
-	for (size_t i = 0; i < len; i++)
-	{
-		if (known[i] != name[i])
-			return false;
-	}
-	return true;
-}
-
 /* Is the name argument of this call, as it is, this zero-padded name? */
 static inline bool
 local_arg_is(const char *known, FunctionCallInfo fcinfo)
@@ -404,7 +386,7 @@ local_arg_is(const char *known, FunctionCallInfo fcinfo)
 	arg = (struct varlena *) PG_GETARG_POINTER(0);
 	if (VARATT_IS_COMPRESSED(arg) || VARATT_IS_EXTERNAL(arg))
 		return false;
-	return local_name_is(known, VARDATA_ANY(arg), VARSIZE_ANY_EXHDR(arg));
+	return distseq_name_is(known, VARDATA_ANY(arg), VARSIZE_ANY_EXHDR(arg));
 }
 
 /* The site hint of an expression */
