@@ -73,14 +73,16 @@ WHERE name = 'distseq name table' AND ident = 'distseq local sequences';
 -- A name is removed from that table when it turns out not to exist, from
 -- among names that do, which stay: every sequence this session drew from
 -- is found again, with the value it gave.  700 names fill the table's
--- index (nametab.c) to about two thirds; the odd ones are looked up but
--- never drawn from, then dropped, then looked up again, which removes them
--- from the middle of runs of slots that later names probed past, some of
--- them runs that wrap around the end of the index.  On a little-endian
--- machine, where the hashes are known, each of three broken removals
--- loses even names here: one that moves no entry back (82 lost), one that
--- moves an entry back past its own slot (43), and one that ignores a run
--- wrapping around (1).
+-- 128 homes (nametab.c, with distseq.max_sequences = 24) and its index to
+-- about two thirds; the odd ones are looked up but never drawn from, then
+-- dropped, then looked up again, which removes them from the middle of
+-- runs that later names probed past, some of them runs that wrap around
+-- the end of the index.  On a little-endian machine, where the hashes are
+-- known, each of five broken tables loses an even name here: a lookup that
+-- stops at a freed home, a name placed at a freed home without looking in
+-- the index first, and removals from the index that move no entry back,
+-- that move one back past its own slot, or that ignore a run wrapping
+-- around.
 --
 SELECT count(distseq_create('regress_tab_' || i)) FROM generate_series(1, 700) i;
 CREATE TEMP TABLE regress_tab_last (i int, v bigint);

@@ -948,7 +948,8 @@ distseq_name_is(const char *known, const char *name, size_t len)
 }
 
 extern DistseqNametab *distseq_nametab_create(const char *what, Size rec_size,
-											  Size hot_size);
+											  Size hot_size,
+											  int names_expected);
 extern void *distseq_nametab_enter(DistseqNametab *tab, const char *name,
 								   int len, bool *found);
 extern void distseq_nametab_remove(DistseqNametab *tab, void *rec);

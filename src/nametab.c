@@ -8,23 +8,42 @@
  * the CPU's caches on every line a lookup touches, so the table is built
  * for that:
  *
- *	- the index is an array of { hash, record } pairs, four to a line,
- *	  probed linearly from the hash and kept at most three quarters full:
- *	  a lookup usually reads one line of it, and compares a name only
- *	  where the whole hash matches;
- *	- records start on a 64-byte line, the name first, and are allocated
- *	  in batches, so that the caller can lay out its hot fields on whole
- *	  lines after the name.  A lookup asks the CPU for those lines as soon
- *	  as it has found a record whose hash matches, while it compares the
- *	  name;
+ *	- a record lives at a home found from the hash of its name alone: the
+ *	  homes are an array of records, sized once from the number of names
+ *	  the caller expects to be in use at once (two thirds full with that
+ *	  many), and a name takes the first free one of the NAMETAB_PROBES
+ *	  homes from its hash on.  A lookup reads the record itself, with no
+ *	  index to read first: one miss where the index made two in a row.
+ *	  The array is allocated NAMETAB_CHUNK records at a time, when a name
+ *	  first comes to them, and kept: a backend holds at most the whole
+ *	  array, rec_size bytes per home, and about a chunk per name while it
+ *	  knows few;
+ *	- a name whose homes are all taken goes to the index, an array of
+ *	  { hash, record } pairs, four to a line, probed linearly from the
+ *	  hash, kept at most three quarters full, and compared by name only
+ *	  where the whole hash matches.  Its records are allocated in batches.
+ *	  A backend that knows more names than expected keeps the others there,
+ *	  and finds them one miss later;
+ *	- records start on a 64-byte line, the name first, so that the caller
+ *	  can lay out its hot fields on whole lines after the name.  A lookup
+ *	  asks the CPU for those lines as soon as it has a record to compare,
+ *	  while it compares the name;
  *	- records never move, so pointers to them stay good until removed.  A
- *	  removed record goes to a free list and is used again.
+ *	  removed home is zeroed, free for the next name; a removed record of
+ *	  the index goes to a free list and is used again.
+ *
+ * A home is free when its name is zero.  Homes never move, so removing one
+ * leaves the names placed after it where they are: a lookup probes all of
+ * a name's homes, and stops early only where it finds the name.  A name
+ * found at none of its homes may still be in the index although one of
+ * them is free now, so a lookup that misses goes on to the index, and a
+ * name is placed only once it is found in neither.
  *
  * The table lives in its own memory context under TopMemoryContext, named
  * "distseq name table" with the caller's name as its identifier.  Each step
  * allocates what it needs before it changes the table, so an error (out of
  * memory) leaves the table whole: the same records, in an index that may
- * have grown.
+ * have grown, with pages of homes that may have been allocated.
  *
  *-------------------------------------------------------------------------
  */
@@ -33,13 +52,23 @@
 #include "distseq.h"
 
 #include "common/hashfn.h"
+#include "port/pg_bitutils.h"
 #include "utils/memutils.h"
 
 /* the CPU's cache line, not PG_CACHE_LINE_SIZE (which is 128 for padding) */
 #define NAMETAB_LINE	64
 
-/* records allocated at once */
+/* records of the index allocated at once */
 #define NAMETAB_BATCH	32
+
+/* homes a name may take, from the one its hash points to */
+#define NAMETAB_PROBES	8
+
+/*
+ * homes allocated at once: 8 kB of records of 256 bytes, a block of its own
+ * for the allocator, like a batch of the index
+ */
+#define NAMETAB_CHUNK	32
 
 typedef struct NametabSlot
 {
@@ -52,9 +81,15 @@ struct DistseqNametab
 	MemoryContext cxt;
 	Size		rec_size;		/* a multiple of NAMETAB_LINE */
 	Size		hot_size;		/* bytes the caller reads after a lookup */
+
+	/* the homes: home_mask + 1 records, in chunks allocated when used */
+	char	  **chunks;
+	uint32		home_mask;
+
+	/* the index, for names whose homes are all taken */
 	NametabSlot *slots;
 	uint32		mask;			/* number of slots - 1 */
-	uint32		count;			/* records in the table */
+	uint32		count;			/* records in the index */
 	void	   *free_recs;		/* removed records, linked by their first
 								 * pointer */
 	char	   *batch;			/* the batch records are cut from */
@@ -66,13 +101,16 @@ StaticAssertDecl(NAMETAB_LINE % MAXIMUM_ALIGNOF == 0,
 
 /*
  * A table of records of rec_size bytes, whose first hot_size bytes a caller
- * reads right after a lookup; what names it, and must live on.
+ * reads right after a lookup, for about names_expected names at once; what
+ * names it, and must live on.
  */
 DistseqNametab *
-distseq_nametab_create(const char *what, Size rec_size, Size hot_size)
+distseq_nametab_create(const char *what, Size rec_size, Size hot_size,
+					   int names_expected)
 {
 	MemoryContext cxt;
 	DistseqNametab *tab;
+	uint32		homes;
 
 	Assert(rec_size >= NAMEDATALEN);
 	cxt = AllocSetContextCreate(TopMemoryContext, "distseq name table",
@@ -82,6 +120,18 @@ distseq_nametab_create(const char *what, Size rec_size, Size hot_size)
 	tab->cxt = cxt;
 	tab->rec_size = TYPEALIGN(NAMETAB_LINE, rec_size);
 	tab->hot_size = Min(hot_size, tab->rec_size);
+
+	/*
+	 * At most two thirds full with the names expected; a power of 2, and a
+	 * whole number of chunks.  The clamp keeps the sum in range.
+	 */
+	names_expected = Min(Max(names_expected, 1), PG_INT32_MAX / 4);
+	homes = Max(pg_nextpower2_32((uint32) names_expected * 3 / 2 + 1),
+				4 * NAMETAB_CHUNK);
+	tab->home_mask = homes - 1;
+	tab->chunks = MemoryContextAllocZero(cxt, (homes / NAMETAB_CHUNK) *
+										 sizeof(char *));
+
 	tab->mask = 15;
 	tab->slots = MemoryContextAllocZero(cxt, 16 * sizeof(NametabSlot));
 	return tab;
@@ -93,7 +143,79 @@ nametab_hash(const char *name, int len)
 	return hash_bytes((const unsigned char *) name, len);
 }
 
-/* The slot that holds this name, or the empty slot where it would go */
+/*
+ * The first home of a hash.  The index takes the hash's low bits: names
+ * that crowd one run of homes should not crowd one run of the index too.
+ */
+static inline uint32
+nametab_first_home(uint32 hash)
+{
+	return pg_rotate_right32(hash, 16);
+}
+
+/* Home i, or NULL if its chunk was never used (so it is free) */
+static inline char *
+nametab_home(DistseqNametab *tab, uint32 i)
+{
+	char	   *chunk;
+
+	i &= tab->home_mask;
+	chunk = tab->chunks[i / NAMETAB_CHUNK];
+	if (chunk == NULL)
+		return NULL;
+	return chunk + (i % NAMETAB_CHUNK) * tab->rec_size;
+}
+
+/* Ask the CPU for the lines of a record the caller reads after the name */
+static inline void
+nametab_prefetch(DistseqNametab *tab, const char *rec)
+{
+	for (Size off = NAMETAB_LINE; off < tab->hot_size; off += NAMETAB_LINE)
+		distseq_prefetch(rec + off);
+}
+
+/*
+ * The home that holds this name, or NULL; *free_home is set to the first
+ * free one of its homes, if any, else to NAMETAB_PROBES.
+ */
+static inline char *
+nametab_home_find(DistseqNametab *tab, const char *name, int len,
+				  uint32 hash, int *free_home)
+{
+	*free_home = NAMETAB_PROBES;
+	for (int p = 0; p < NAMETAB_PROBES; p++)
+	{
+		char	   *rec = nametab_home(tab, nametab_first_home(hash) + p);
+
+		if (rec == NULL)
+		{
+			if (*free_home == NAMETAB_PROBES)
+				*free_home = p;
+			continue;
+		}
+		/* the name is most likely at its first home */
+		if (p == 0)
+			nametab_prefetch(tab, rec);
+		if (rec[0] == '\0')
+		{
+			if (*free_home == NAMETAB_PROBES)
+				*free_home = p;
+			continue;
+		}
+		if (distseq_name_is(rec, name, len))
+		{
+			if (p != 0)
+				nametab_prefetch(tab, rec);
+			return rec;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * The slot of the index that holds this name, or the empty slot where it
+ * would go
+ */
 static inline uint32
 nametab_slot(DistseqNametab *tab, const char *name, int len, uint32 hash)
 {
@@ -107,9 +229,7 @@ nametab_slot(DistseqNametab *tab, const char *name, int len, uint32 hash)
 			return i;
 		if (slot->hash == hash)
 		{
-			for (Size off = NAMETAB_LINE; off < tab->hot_size;
-				 off += NAMETAB_LINE)
-				distseq_prefetch((char *) slot->rec + off);
+			nametab_prefetch(tab, slot->rec);
 			if (distseq_name_is(slot->rec, name, len))
 				return i;
 		}
@@ -184,19 +304,45 @@ distseq_nametab_enter(DistseqNametab *tab, const char *name, int len,
 					  bool *found)
 {
 	uint32		hash = nametab_hash(name, len);
-	uint32		i = nametab_slot(tab, name, len, hash);
-	void	   *rec;
+	char	   *rec;
+	int			free_home;
+	uint32		i;
 
 	Assert(len > 0 && len < NAMEDATALEN);
-	*found = tab->slots[i].rec != NULL;
+	rec = nametab_home_find(tab, name, len, hash, &free_home);
+	*found = rec != NULL;
 	if (*found)
-		return tab->slots[i].rec;
+		return rec;
+	if (tab->count > 0)
+	{
+		i = nametab_slot(tab, name, len, hash);
+		*found = tab->slots[i].rec != NULL;
+		if (*found)
+			return tab->slots[i].rec;
+	}
+
+	if (free_home < NAMETAB_PROBES)
+	{
+		uint32		h = (nametab_first_home(hash) + free_home) & tab->home_mask;
+		char	  **chunk = &tab->chunks[h / NAMETAB_CHUNK];
+
+		if (*chunk == NULL)
+		{
+			char	   *mem;
+
+			mem = MemoryContextAllocZero(tab->cxt, tab->rec_size *
+										 NAMETAB_CHUNK + NAMETAB_LINE);
+			*chunk = (char *) TYPEALIGN(NAMETAB_LINE, mem);
+		}
+		rec = nametab_home(tab, h);
+		memset(rec, 0, tab->rec_size);
+		memcpy(rec, name, len);
+		return rec;
+	}
 
 	if ((tab->count + 1) * 4 > (tab->mask + 1) * 3)
-	{
 		nametab_grow(tab);
-		i = nametab_slot(tab, name, len, hash);
-	}
+	i = nametab_slot(tab, name, len, hash);
 	rec = nametab_new_record(tab);
 	memcpy(rec, name, len);
 	tab->slots[i].hash = hash;
@@ -206,18 +352,30 @@ distseq_nametab_enter(DistseqNametab *tab, const char *name, int len,
 }
 
 /*
- * Remove a record.  The slots after it that would no longer be reached
- * from their own hash move back into the gap, so that a lookup still ends
- * at the first empty slot.
+ * Remove a record.  A home is zeroed, which frees it: its name is zero.
+ * In the index, the slots after it
+ * that would no longer be reached from their own hash move back into the
+ * gap, so that a lookup still ends at the first empty slot.
  */
 void
 distseq_nametab_remove(DistseqNametab *tab, void *rec)
 {
 	const char *name = rec;
 	int			len = strnlen(name, NAMEDATALEN);
-	uint32		gap = nametab_slot(tab, name, len, nametab_hash(name, len));
-	uint32		i = gap;
+	uint32		hash = nametab_hash(name, len);
+	int			free_home;
+	uint32		gap;
+	uint32		i;
 
+	Assert(len > 0);
+	if (nametab_home_find(tab, name, len, hash, &free_home) == rec)
+	{
+		memset(rec, 0, tab->rec_size);
+		return;
+	}
+
+	gap = nametab_slot(tab, name, len, hash);
+	i = gap;
 	Assert(tab->slots[gap].rec == rec);
 	for (;;)
 	{
@@ -240,16 +398,31 @@ distseq_nametab_remove(DistseqNametab *tab, void *rec)
 }
 
 /*
- * The next record after position *pos (start at 0), or NULL at the end.
- * Records must not be added or removed during a scan.
+ * The next record after position *pos (start at 0), or NULL at the end:
+ * the homes, then the index.  Records must not be added or removed during
+ * a scan.
  */
 void *
 distseq_nametab_next(DistseqNametab *tab, uint32 *pos)
 {
-	while (*pos <= tab->mask)
+	while (*pos <= tab->home_mask)
 	{
-		void	   *rec = tab->slots[(*pos)++].rec;
+		char	   *rec;
 
+		if (tab->chunks[*pos / NAMETAB_CHUNK] == NULL)
+		{
+			*pos = TYPEALIGN(NAMETAB_CHUNK, *pos + 1);
+			continue;
+		}
+		rec = nametab_home(tab, (*pos)++);
+		if (rec[0] != '\0')
+			return rec;
+	}
+	while (*pos - (tab->home_mask + 1) <= tab->mask)
+	{
+		void	   *rec = tab->slots[*pos - (tab->home_mask + 1)].rec;
+
+		(*pos)++;
 		if (rec != NULL)
 			return rec;
 	}

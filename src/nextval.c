@@ -345,7 +345,8 @@ local_lookup(const char *name, int len)
 		local_seqs = distseq_nametab_create("distseq local sequences",
 											sizeof(LocalSeq),
 											offsetof(LocalSeq, def.stripe) +
-											sizeof(int32));
+											sizeof(int32),
+											distseq_max_sequences);
 		CacheRegisterRelcacheCallback(local_invalidate, (Datum) 0);
 		my_db_hash = GetSysCacheHashValue1(DATABASEOID,
 										   ObjectIdGetDatum(MyDatabaseId));
