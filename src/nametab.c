@@ -15,9 +15,9 @@
  *	  homes from its hash on.  A lookup reads the record itself, with no
  *	  index to read first: one miss where the index made two in a row.
  *	  The array is allocated NAMETAB_CHUNK records at a time, when a name
- *	  first comes to them, and kept: a backend holds at most the whole
- *	  array, rec_size bytes per home, and about a chunk per name while it
- *	  knows few;
+ *	  first comes to them, and such a chunk is freed when its last name is
+ *	  removed: a backend holds at most the whole array, rec_size bytes per
+ *	  home, and about a chunk per name while it knows few;
  *	- a name whose homes are all taken goes to the index, an array of
  *	  { hash, record } pairs, four to a line, probed linearly from the
  *	  hash, kept at most three quarters full, and compared by name only
@@ -29,8 +29,10 @@
  *	  asks the CPU for those lines as soon as it has a record to compare,
  *	  while it compares the name;
  *	- records never move, so pointers to them stay good until removed.  A
- *	  removed home is zeroed, free for the next name; a removed record of
- *	  the index goes to a free list and is used again.
+ *	  removed home is zeroed, free for the next name, and its chunk is
+ *	  freed once it holds no name; a removed record of the index goes to a
+ *	  free list and is used again.  Either way, a pointer to a removed
+ *	  record must not be read again.
  *
  * A home is free when its name is zero.  Homes never move, so removing one
  * leaves the names placed after it where they are: a lookup probes all of
@@ -43,7 +45,7 @@
  * "distseq name table" with the caller's name as its identifier.  Each step
  * allocates what it needs before it changes the table, so an error (out of
  * memory) leaves the table whole: the same records, in an index that may
- * have grown, with pages of homes that may have been allocated.
+ * have grown.
  *
  *-------------------------------------------------------------------------
  */
@@ -76,6 +78,12 @@ typedef struct NametabSlot
 	void	   *rec;			/* NULL when the slot is empty */
 } NametabSlot;
 
+typedef struct NametabChunk
+{
+	void	   *mem;			/* as allocated, before alignment */
+	int			names;			/* homes of the chunk that hold a name */
+} NametabChunk;
+
 struct DistseqNametab
 {
 	MemoryContext cxt;
@@ -83,8 +91,10 @@ struct DistseqNametab
 	Size		hot_size;		/* bytes the caller reads after a lookup */
 
 	/* the homes: home_mask + 1 records, in chunks allocated when used */
-	char	  **chunks;
+	char	  **chunks;			/* a chunk's first home, or NULL */
 	uint32		home_mask;
+	NametabChunk *chunk_info;	/* read by enter and remove, never by a
+								 * lookup */
 
 	/* the index, for names whose homes are all taken */
 	NametabSlot *slots;
@@ -131,6 +141,8 @@ distseq_nametab_create(const char *what, Size rec_size, Size hot_size,
 	tab->home_mask = homes - 1;
 	tab->chunks = MemoryContextAllocZero(cxt, (homes / NAMETAB_CHUNK) *
 										 sizeof(char *));
+	tab->chunk_info = MemoryContextAllocZero(cxt, (homes / NAMETAB_CHUNK) *
+											 sizeof(NametabChunk));
 
 	tab->mask = 15;
 	tab->slots = MemoryContextAllocZero(cxt, 16 * sizeof(NametabSlot));
@@ -153,7 +165,7 @@ nametab_first_home(uint32 hash)
 	return pg_rotate_right32(hash, 16);
 }
 
-/* Home i, or NULL if its chunk was never used (so it is free) */
+/* Home i, or NULL if its chunk is not allocated (so it is free) */
 static inline char *
 nametab_home(DistseqNametab *tab, uint32 i)
 {
@@ -324,19 +336,21 @@ distseq_nametab_enter(DistseqNametab *tab, const char *name, int len,
 	if (free_home < NAMETAB_PROBES)
 	{
 		uint32		h = (nametab_first_home(hash) + free_home) & tab->home_mask;
-		char	  **chunk = &tab->chunks[h / NAMETAB_CHUNK];
+		uint32		c = h / NAMETAB_CHUNK;
 
-		if (*chunk == NULL)
+		if (tab->chunks[c] == NULL)
 		{
 			char	   *mem;
 
 			mem = MemoryContextAllocZero(tab->cxt, tab->rec_size *
 										 NAMETAB_CHUNK + NAMETAB_LINE);
-			*chunk = (char *) TYPEALIGN(NAMETAB_LINE, mem);
+			tab->chunk_info[c].mem = mem;
+			tab->chunks[c] = (char *) TYPEALIGN(NAMETAB_LINE, mem);
 		}
 		rec = nametab_home(tab, h);
 		memset(rec, 0, tab->rec_size);
 		memcpy(rec, name, len);
+		tab->chunk_info[c].names++;
 		return rec;
 	}
 
@@ -352,10 +366,11 @@ distseq_nametab_enter(DistseqNametab *tab, const char *name, int len,
 }
 
 /*
- * Remove a record.  A home is zeroed, which frees it: its name is zero.
- * In the index, the slots after it
- * that would no longer be reached from their own hash move back into the
- * gap, so that a lookup still ends at the first empty slot.
+ * Remove a record.  A home is zeroed, which frees it (its name is zero), and
+ * its chunk is freed if no other name is left in it.  In the index, the
+ * slots after the record that would no longer be reached from their own
+ * hash move back into the gap, so that a lookup still ends at the first
+ * empty slot.
  */
 void
 distseq_nametab_remove(DistseqNametab *tab, void *rec)
@@ -363,14 +378,25 @@ distseq_nametab_remove(DistseqNametab *tab, void *rec)
 	const char *name = rec;
 	int			len = strnlen(name, NAMEDATALEN);
 	uint32		hash = nametab_hash(name, len);
-	int			free_home;
 	uint32		gap;
 	uint32		i;
 
 	Assert(len > 0);
-	if (nametab_home_find(tab, name, len, hash, &free_home) == rec)
+	for (int p = 0; p < NAMETAB_PROBES; p++)
 	{
-		memset(rec, 0, tab->rec_size);
+		uint32		h = (nametab_first_home(hash) + p) & tab->home_mask;
+		uint32		c = h / NAMETAB_CHUNK;
+
+		if (nametab_home(tab, h) != rec)
+			continue;
+		if (--tab->chunk_info[c].names == 0)
+		{
+			pfree(tab->chunk_info[c].mem);
+			tab->chunk_info[c].mem = NULL;
+			tab->chunks[c] = NULL;
+		}
+		else
+			memset(rec, 0, tab->rec_size);
 		return;
 	}
 

@@ -133,8 +133,8 @@ StaticAssertDecl(offsetof(LocalSeq, valid) == NAMEDATALEN &&
  * The hint keeps a copy of the name, so that a different name is told
  * without reading the LocalSeq.  That copy is compared instead of the
  * LocalSeq's own name, so the hint must go when the LocalSeq does, before
- * its memory holds another name: local_not_found(), the only place that
- * removes a LocalSeq, clears the hints that point to it first.
+ * its memory is freed or holds another name: local_not_found(), the only
+ * place that removes a LocalSeq, clears the hints that point to it first.
  */
 typedef struct SiteHint
 {
